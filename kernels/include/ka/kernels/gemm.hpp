@@ -1,0 +1,71 @@
+// fp32 GEMM with aten::mm / aten::addmm semantics, on CPU and CUDA.
+#pragma once
+
+#include <ka/core/launch_config.hpp>
+#include <ka/core/shape_key.hpp>
+#include <ka/core/status.hpp>
+#include <ka/kernels/kernel_descriptor.hpp>
+#include <ka/kernels/tensor_view.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace ka::kernels {
+
+/// out = beta * self + alpha * (mat1 @ mat2), as aten::addmm; aten::mm when `self` is
+/// undefined (data == nullptr and ndim == 0). `self` broadcasts to [M, N] from 0-D, [N],
+/// [1, N], [M, 1] or [M, N]. When beta == 0, `self` is ignored (NaN/Inf in it do not
+/// propagate), as in PyTorch. Inputs may have any strides (transposed views included);
+/// `out` must be [M, N] and must not overlap the inputs.
+struct AddmmArgs {
+  TensorView out;
+  TensorView self;
+  TensorView mat1;
+  TensorView mat2;
+  float beta = 1.0F;
+  float alpha = 1.0F;
+};
+
+/// M, N, K of a GEMM and the bias layout, as derived from a shape key of aten::mm/addmm.
+struct GemmShape {
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+};
+
+/// Reads M, N, K from a shape key of aten::mm (mat1, mat2) or aten::addmm (self, mat1, mat2).
+/// Throws ka::ValueError when the key is not a well-formed GEMM.
+GemmShape gemm_shape(const ShapeKey& key);
+
+/// Shape key of an addmm with an [N] bias (the common linear-layer case) or of an mm.
+ShapeKey addmm_shape_key(std::int64_t m, std::int64_t k, std::int64_t n, bool with_bias = true);
+
+/// Runs the blocked CPU GEMM. Throws ka::ValueError on inconsistent shapes, dtypes or
+/// devices (naming them); returns a not-ok Status when `config` cannot run this shape.
+Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config);
+
+/// The CPU micro-kernel family in use: "avx512", "avx2" or "generic". Chosen from the CPU's
+/// features; KA_CPU_ISA=avx512|avx2|generic (or force_cpu_isa) selects a path explicitly.
+std::string gemm_cpu_isa();
+/// Forces a micro-kernel family for this process (tests use it to cover every path). Throws
+/// ka::ValueError for an unknown name or one the CPU cannot run. "" restores automatic choice.
+void force_cpu_isa(const std::string& isa);
+
+/// The packing budget of the CPU GEMM's space: this CPU's L2 bytes per core (1 MiB if unknown).
+std::int64_t l2_budget_bytes();
+
+/// The CPU GEMM's descriptor: tunables tile_m, tile_n, tile_k, threads.
+const KernelDescriptor& gemm_f32_cpu_descriptor();
+
+/// True when this build compiled the CUDA kernels.
+bool cuda_compiled() noexcept;
+
+/// Runs the tiled CUDA SGEMM on device pointers in `args` (stream: a cudaStream_t, or null
+/// for the default stream). Throws ka::CudaError on launch failure, ka::NotImplementedError
+/// when CUDA is not compiled in.
+Status gemm_f32_cuda(const AddmmArgs& args, const LaunchConfig& config, void* stream);
+
+/// The CUDA SGEMM's descriptor: tunables tile_m, tile_n, tile_k, thread_m, thread_n.
+const KernelDescriptor& gemm_f32_cuda_descriptor();
+
+}  // namespace ka::kernels

@@ -1,0 +1,358 @@
+// Blocked CPU GEMM: each grid tile (tile_m x tile_n of the output) is one task; it walks K in
+// tile_k steps, packs its A and B panels into thread-local buffers and runs an ISA-specific
+// register-blocked micro-kernel over them. See Note [CPU GEMM blocking].
+#include "gemm_internal.hpp"
+
+#include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
+#include <ka/core/logging.hpp>
+#include <ka/core/thread_pool.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace ka::kernels {
+
+// Note [CPU GEMM blocking]
+// The output is cut into tiles of tile_m x tile_n (the LaunchConfig's block; the grid is the
+// number of tiles). A tile is the unit of parallel work, so tiles never share writes. For each
+// K block of tile_k, the tile packs A (tile_m x tile_k) into slivers of kMicroRows rows and B
+// (tile_k x tile_n) into slivers of the micro-kernel's width, zero-padded at the edges, so the
+// micro-kernel always sees full slivers and any input strides (transposed views) cost nothing
+// extra. The output is first set to beta * bias (or 0), then every K block adds
+// alpha * A_block * B_block. Edge micro-tiles go through a small local buffer.
+// This is "reasonably blocked", not yet tuned: a later issue adds shared B panels, split-K
+// and a skinny-M path.
+
+namespace {
+
+std::atomic<const detail::MicroKernelInfo*> g_forced{nullptr};
+
+bool cpu_can_run(const std::string& isa) {
+  const std::string level = cpu_isa_level();
+  if (isa == "generic") return true;
+  if (isa == "avx2") return level == "avx2" || level == "avx512";
+  if (isa == "avx512") return level == "avx512";
+  return false;
+}
+
+const detail::MicroKernelInfo& micro_kernel_for(const std::string& isa) {
+  static const detail::MicroKernelInfo avx512 = detail::micro_kernel_avx512();
+  static const detail::MicroKernelInfo avx2 = detail::micro_kernel_avx2();
+  static const detail::MicroKernelInfo generic = detail::micro_kernel_generic();
+  if (isa == "avx512") return avx512;
+  if (isa == "avx2") return avx2;
+  return generic;
+}
+
+detail::MicroKernelInfo automatic_micro_kernel() {
+  static const detail::MicroKernelInfo info = [] {
+    if (const char* env = std::getenv("KA_CPU_ISA"); env != nullptr && *env != '\0') {
+      const std::string isa(env);
+      KA_CHECK(isa == "avx512" || isa == "avx2" || isa == "generic", "KA_CPU_ISA='", isa,
+               "': expected avx512, avx2 or generic");
+      KA_CHECK(cpu_can_run(isa), "KA_CPU_ISA='", isa, "' but this CPU supports only ",
+               cpu_isa_level());
+      return micro_kernel_for(isa);
+    }
+    const std::string level = cpu_isa_level();
+    return micro_kernel_for(level == "avx512" ? "avx512" : level == "avx2" ? "avx2" : "generic");
+  }();
+  return info;
+}
+
+detail::MicroKernelInfo active_micro_kernel() {
+  if (const auto* forced = g_forced.load(std::memory_order_acquire)) return *forced;
+  return automatic_micro_kernel();
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Packing buffers live per thread and only grow, so steady-state calls do not allocate.
+struct PackBuffers {
+  std::vector<float> a;
+  std::vector<float> b;
+};
+PackBuffers& pack_buffers() {
+  thread_local PackBuffers buffers;
+  return buffers;
+}
+
+struct TileJob {
+  const AddmmArgs* args;
+  GemmShape shape;
+  detail::BiasView bias;
+  detail::MicroKernelInfo micro;
+  std::int64_t tile_m, tile_n, tile_k, tiles_n;
+};
+
+void pack_a(const TensorView& a, std::int64_t row0, std::int64_t rows, std::int64_t k0,
+            std::int64_t kb, float* dst) {
+  const float* src = a.data_as<const float>();
+  const std::int64_t s0 = a.stride(0);
+  const std::int64_t s1 = a.stride(1);
+  constexpr std::int64_t mr = detail::kMicroRows;
+  for (std::int64_t s = 0; s < ceil_div(rows, mr); ++s) {
+    float* out = dst + s * mr * kb;
+    for (std::int64_t r = 0; r < mr; ++r) {
+      const std::int64_t row = s * mr + r;
+      if (row < rows) {
+        const float* in = src + (row0 + row) * s0 + k0 * s1;
+        for (std::int64_t k = 0; k < kb; ++k) out[k * mr + r] = in[k * s1];
+      } else {
+        for (std::int64_t k = 0; k < kb; ++k) out[k * mr + r] = 0.0F;
+      }
+    }
+  }
+}
+
+void pack_b(const TensorView& b, std::int64_t k0, std::int64_t kb, std::int64_t col0,
+            std::int64_t cols, std::int64_t nr, float* dst) {
+  const float* src = b.data_as<const float>();
+  const std::int64_t s0 = b.stride(0);
+  const std::int64_t s1 = b.stride(1);
+  for (std::int64_t s = 0; s < ceil_div(cols, nr); ++s) {
+    float* out = dst + s * nr * kb;
+    const std::int64_t width = std::min(nr, cols - s * nr);
+    for (std::int64_t k = 0; k < kb; ++k) {
+      const float* in = src + (k0 + k) * s0 + (col0 + s * nr) * s1;
+      float* o = out + k * nr;
+      if (s1 == 1) {
+        std::copy(in, in + width, o);
+      } else {
+        for (std::int64_t j = 0; j < width; ++j) o[j] = in[j * s1];
+      }
+      std::fill(o + width, o + nr, 0.0F);
+    }
+  }
+}
+
+void run_tile(const TileJob& job, std::int64_t tile) {
+  const AddmmArgs& args = *job.args;
+  const std::int64_t i0 = (tile / job.tiles_n) * job.tile_m;
+  const std::int64_t j0 = (tile % job.tiles_n) * job.tile_n;
+  const std::int64_t mb = std::min(job.tile_m, job.shape.m - i0);
+  const std::int64_t nb = std::min(job.tile_n, job.shape.n - j0);
+  float* out = args.out.data_as<float>();
+  const std::int64_t ldc = args.out.stride(0);
+
+  // Output starts as beta * bias (or zero); the K blocks accumulate onto it.
+  for (std::int64_t i = i0; i < i0 + mb; ++i) {
+    float* row = out + i * ldc;
+    if (job.bias.data == nullptr) {
+      std::fill(row + j0, row + j0 + nb, 0.0F);
+    } else {
+      const float* brow = job.bias.data + i * job.bias.row_stride;
+      for (std::int64_t j = j0; j < j0 + nb; ++j) {
+        row[j] = args.beta * brow[j * job.bias.col_stride];
+      }
+    }
+  }
+
+  const std::int64_t mr = detail::kMicroRows;
+  const std::int64_t nr = job.micro.cols;
+  PackBuffers& buf = pack_buffers();
+  const auto a_need = static_cast<std::size_t>(ceil_div(mb, mr) * mr * job.tile_k);
+  const auto b_need = static_cast<std::size_t>(ceil_div(nb, nr) * nr * job.tile_k);
+  if (buf.a.size() < a_need) buf.a.resize(a_need);
+  if (buf.b.size() < b_need) buf.b.resize(b_need);
+
+  alignas(64) float edge[detail::kMicroRows * detail::kMaxMicroCols];
+  for (std::int64_t k0 = 0; k0 < job.shape.k; k0 += job.tile_k) {
+    const std::int64_t kb = std::min(job.tile_k, job.shape.k - k0);
+    pack_a(args.mat1, i0, mb, k0, kb, buf.a.data());
+    pack_b(args.mat2, k0, kb, j0, nb, nr, buf.b.data());
+    for (std::int64_t js = 0; js < ceil_div(nb, nr); ++js) {
+      const std::int64_t cols = std::min(nr, nb - js * nr);
+      const float* bp = buf.b.data() + js * nr * kb;
+      for (std::int64_t is = 0; is < ceil_div(mb, mr); ++is) {
+        const std::int64_t rows = std::min(mr, mb - is * mr);
+        const float* ap = buf.a.data() + is * mr * kb;
+        float* c = out + (i0 + is * mr) * ldc + j0 + js * nr;
+        if (rows == mr && cols == nr) {
+          job.micro.fn(kb, ap, bp, c, ldc, args.alpha);
+        } else {
+          std::fill(edge, edge + mr * nr, 0.0F);
+          job.micro.fn(kb, ap, bp, edge, nr, args.alpha);
+          for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t j = 0; j < cols; ++j) c[r * ldc + j] += edge[r * nr + j];
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<std::int64_t> thread_candidates() {
+  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
+  std::vector<std::int64_t> out;
+  for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
+  out.push_back(hw);
+  return out;
+}
+
+std::int64_t pick_candidate(const std::vector<std::int64_t>& candidates, std::int64_t want) {
+  // Smallest candidate >= want, else the largest.
+  for (const auto c : candidates) {
+    if (c >= want) return c;
+  }
+  return candidates.back();
+}
+
+LaunchConfig complete_gemm_config(const ShapeKey& shape, const LaunchConfig& point) {
+  const GemmShape s = gemm_shape(shape);
+  LaunchConfig c = point;
+  const std::int64_t tm = point.get_or("tile_m", 1);
+  const std::int64_t tn = point.get_or("tile_n", 1);
+  c.block = {tn, tm, 1};
+  c.grid = {std::max<std::int64_t>(1, ceil_div(s.n, tn)), std::max<std::int64_t>(1, ceil_div(s.m, tm)), 1};
+  return c;
+}
+
+Status check_gemm_config(const ShapeKey& shape, const LaunchConfig& config) {
+  const KernelDescriptor& d = gemm_f32_cpu_descriptor();
+  if (Status st = d.space.check(config); !st) return st;
+  const LaunchConfig expected = complete_gemm_config(shape, config);
+  const bool unset = config.grid == Dim3{} && config.block == Dim3{};
+  if (!unset && (config.grid != expected.grid || config.block != expected.block)) {
+    return Status::unsupported("grid/block (" + config.str() + ") do not match the tiles; expected " +
+                               expected.str());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::int64_t l2_budget_bytes() {
+  // The machine's per-core L2; 1 MiB when sysfs does not say.
+  static const std::int64_t bytes = [] {
+    const std::int64_t l2 = cpu_fingerprint().l2_bytes;
+    return l2 > 0 ? l2 : std::int64_t{1} << 20;
+  }();
+  return bytes;
+}
+
+namespace {
+
+KernelDescriptor make_cpu_descriptor() {
+  KernelDescriptor d;
+  d.name = "gemm_f32_blocked";
+  d.version = 1;
+  d.ops = {"aten::mm", "aten::addmm"};
+  d.dtypes = {DType::kFloat32};
+  d.device = DeviceType::kCPU;
+  const auto threads = thread_candidates();
+  d.space = TunableSpace(
+      {
+          {"tile_m", {6, 12, 24, 48, 96, 192}, "rows of the output tile one task computes"},
+          {"tile_n", {32, 64, 128, 256, 512}, "columns of the output tile one task computes"},
+          {"tile_k", {64, 128, 256, 512}, "depth of the packed A/B panels (K block)"},
+          {"threads", threads, "worker threads running the tiles"},
+      },
+      {
+          {"tile_m % 6 == 0 (micro-tile rows)",
+           [](const LaunchConfig& c) { return c.get_or("tile_m", 0) > 0 && c.get_or("tile_m", 0) % 6 == 0; }},
+          {"tile_n % 32 == 0 (widest micro-tile)",
+           [](const LaunchConfig& c) { return c.get_or("tile_n", 0) > 0 && c.get_or("tile_n", 0) % 32 == 0; }},
+          {"tile_k >= 1", [](const LaunchConfig& c) { return c.get_or("tile_k", 0) >= 1; }},
+          {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
+          {"(tile_m + tile_n) * tile_k * 4 <= L2 bytes per core (packed panels stay in L2)",
+           [l2 = l2_budget_bytes()](const LaunchConfig& c) {
+             return (c.get_or("tile_m", 0) + c.get_or("tile_n", 0)) * c.get_or("tile_k", 0) * 4 <=
+                    l2;
+           }},
+      });
+  d.complete = complete_gemm_config;
+  d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
+    for (const auto& t : shape.args()) {
+      if (t.dtype != DType::kFloat32) return Status::unsupported("only float32 is supported");
+    }
+    return check_gemm_config(shape, config);
+  };
+  d.default_config = [threads](const ShapeKey& shape) {
+    // Heuristic: tiles as large as the problem up to 96 x 256 with a 256-deep K block (A
+    // block ~96 KiB and B block ~256 KiB stay in a 1 MiB L2), then split the larger tile side
+    // until every thread has a tile.
+    const GemmShape s = gemm_shape(shape);
+    const std::int64_t hw = threads.back();
+    std::int64_t tm = pick_candidate({6, 12, 24, 48, 96}, s.m);
+    std::int64_t tn = pick_candidate({32, 64, 128, 256}, s.n);
+    const bool tiny = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
+                          static_cast<double>(s.k) < 4.0e6;
+    while (!tiny && ceil_div(s.m, tm) * ceil_div(s.n, tn) < hw) {
+      if (tn >= 64 && (tn >= tm || tm <= 6)) {
+        tn /= 2;
+      } else if (tm >= 12) {
+        tm /= 2;
+      } else {
+        break;
+      }
+    }
+    // Below ~4 MFLOP (tens of microseconds) waking a second thread costs more than it saves.
+    const double flop = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
+                        static_cast<double>(s.k);
+    const std::int64_t tiles = ceil_div(s.m, tm) * ceil_div(s.n, tn);
+    LaunchConfig point;
+    point.set("tile_m", tm).set("tile_n", tn).set("tile_k", 256);
+    point.set("threads", flop < 4.0e6 ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
+    return complete_gemm_config(shape, point);
+  };
+  d.flop_count = [](const ShapeKey& shape) {
+    const GemmShape s = gemm_shape(shape);
+    return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  };
+  d.byte_count = [](const ShapeKey& shape) {
+    const GemmShape s = gemm_shape(shape);
+    const double bias = shape.op() == "aten::addmm" ? static_cast<double>(s.n) : 0.0;
+    return 4.0 * (static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) + bias);
+  };
+  return d;
+}
+
+}  // namespace
+
+std::string gemm_cpu_isa() { return active_micro_kernel().isa; }
+
+void force_cpu_isa(const std::string& isa) {
+  if (isa.empty()) {
+    g_forced.store(nullptr, std::memory_order_release);
+    return;
+  }
+  KA_CHECK(isa == "avx512" || isa == "avx2" || isa == "generic", "unknown CPU ISA '", isa,
+           "': expected avx512, avx2 or generic");
+  KA_CHECK(cpu_can_run(isa), "cannot force ISA '", isa, "': this CPU supports only ",
+           cpu_isa_level());
+  g_forced.store(&micro_kernel_for(isa), std::memory_order_release);
+}
+
+const KernelDescriptor& gemm_f32_cpu_descriptor() {
+  static const KernelDescriptor d = make_cpu_descriptor();
+  return d;
+}
+
+Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config) {
+  const GemmShape s = detail::validate_addmm(args, DeviceType::kCPU);
+  const ShapeKey key = addmm_shape_key(s.m, s.k, s.n, false);
+  if (Status st = check_gemm_config(key, config); !st) return st;
+  if (s.m == 0 || s.n == 0) return Status::ok();
+
+  TileJob job{};
+  job.args = &args;
+  job.shape = s;
+  job.bias = detail::broadcast_bias(args, s.m, s.n);
+  job.micro = active_micro_kernel();
+  job.tile_m = config.get_or("tile_m", 96);
+  job.tile_n = config.get_or("tile_n", 256);
+  job.tile_k = config.get_or("tile_k", 256);
+  job.tiles_n = ceil_div(s.n, job.tile_n);
+  const std::int64_t tiles = ceil_div(s.m, job.tile_m) * job.tiles_n;
+  const auto threads = static_cast<int>(config.get_or("threads", 1));
+  ThreadPool::global().parallel_for(tiles, threads,
+                                    [&job](std::int64_t tile) { run_tile(job, tile); });
+  return Status::ok();
+}
+
+}  // namespace ka::kernels

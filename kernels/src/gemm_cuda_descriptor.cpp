@@ -1,0 +1,90 @@
+// The CUDA SGEMM's descriptor. Compiled everywhere (it is data), also where nvcc is absent.
+#include "gemm_internal.hpp"
+
+#include <ka/core/error.hpp>
+
+#include <algorithm>
+
+namespace ka::kernels {
+namespace {
+
+// The (tile_m, tile_n, tile_k, thread_m, thread_n) combinations gemm_cuda.cu instantiates.
+constexpr std::int64_t kCompiled[][5] = {
+    {32, 32, 8, 2, 2},   {64, 64, 8, 4, 4},   {128, 128, 8, 8, 8},  {128, 64, 8, 8, 4},
+    {64, 128, 8, 4, 8},  {32, 32, 16, 2, 2},  {64, 64, 16, 4, 4},   {128, 128, 16, 8, 8},
+    {128, 64, 16, 8, 4}, {64, 128, 16, 4, 8},
+};
+
+bool compiled_variant(const LaunchConfig& c) {
+  const std::int64_t want[5] = {c.get_or("tile_m", 0), c.get_or("tile_n", 0),
+                                c.get_or("tile_k", 0), c.get_or("thread_m", 0),
+                                c.get_or("thread_n", 0)};
+  return std::any_of(std::begin(kCompiled), std::end(kCompiled), [&](const std::int64_t(&v)[5]) {
+    return std::equal(std::begin(v), std::end(v), std::begin(want));
+  });
+}
+
+LaunchConfig complete(const ShapeKey& shape, const LaunchConfig& point) {
+  const GemmShape s = gemm_shape(shape);
+  LaunchConfig c = point;
+  const auto bm = point.get_or("tile_m", 1);
+  const auto bn = point.get_or("tile_n", 1);
+  const auto threads = (bm / std::max<std::int64_t>(1, point.get_or("thread_m", 1))) *
+                       (bn / std::max<std::int64_t>(1, point.get_or("thread_n", 1)));
+  c.block = {threads, 1, 1};
+  c.grid = {std::max<std::int64_t>(1, (s.n + bn - 1) / bn),
+            std::max<std::int64_t>(1, (s.m + bm - 1) / bm), 1};
+  c.shared_mem_bytes = (bm + bn) * point.get_or("tile_k", 0) * 4;
+  return c;
+}
+
+KernelDescriptor make() {
+  KernelDescriptor d;
+  d.name = "sgemm_smem_tiled";
+  d.version = 1;
+  d.ops = {"aten::mm", "aten::addmm"};
+  d.dtypes = {DType::kFloat32};
+  d.device = DeviceType::kCUDA;
+  d.space = TunableSpace(
+      {
+          {"tile_m", {32, 64, 128}, "rows of the output tile per thread block"},
+          {"tile_n", {32, 64, 128}, "columns of the output tile per thread block"},
+          {"tile_k", {8, 16}, "depth of the shared-memory K slice"},
+          {"thread_m", {2, 4, 8}, "rows of each thread's register tile"},
+          {"thread_n", {2, 4, 8}, "columns of each thread's register tile"},
+      },
+      {
+          {"(tile_m/thread_m) * (tile_n/thread_n) == 256 threads and the variant is compiled",
+           compiled_variant},
+      });
+  d.complete = complete;
+  d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
+    for (const auto& t : shape.args()) {
+      if (t.dtype != DType::kFloat32) return Status::unsupported("only float32 is supported");
+    }
+    return gemm_f32_cuda_descriptor().space.check(config);
+  };
+  d.default_config = [](const ShapeKey& shape) {
+    const GemmShape s = gemm_shape(shape);
+    LaunchConfig point;
+    const bool large = s.m >= 1024 && s.n >= 1024;
+    const bool small = s.m < 256 || s.n < 256;
+    const std::int64_t tile = large ? 128 : small ? 32 : 64;
+    const std::int64_t thread = tile / 16;
+    point.set("tile_m", tile).set("tile_n", tile).set("tile_k", 8);
+    point.set("thread_m", thread).set("thread_n", thread);
+    return complete(shape, point);
+  };
+  d.flop_count = gemm_f32_cpu_descriptor().flop_count;
+  d.byte_count = gemm_f32_cpu_descriptor().byte_count;
+  return d;
+}
+
+}  // namespace
+
+const KernelDescriptor& gemm_f32_cuda_descriptor() {
+  static const KernelDescriptor d = make();
+  return d;
+}
+
+}  // namespace ka::kernels

@@ -1,0 +1,46 @@
+// Internal pieces of the GEMM shared by the CPU driver, its micro-kernels and the CUDA launcher.
+#pragma once
+
+#include <ka/kernels/gemm.hpp>
+
+#include <cstdint>
+
+namespace ka::kernels::detail {
+
+/// Rows of the micro-tile, the same for every ISA so that tile_m constraints do not change
+/// with the machine.
+constexpr int kMicroRows = 6;
+/// Largest micro-tile width of any ISA (AVX-512: 32 floats = two zmm registers).
+constexpr int kMaxMicroCols = 32;
+
+/// C[kMicroRows x nr] += alpha * A_packed(kc x kMicroRows)^T-panel * B_packed(kc x nr), where
+/// A is packed as kMicroRows values per k and B as nr values per k. `c` has row stride ldc.
+using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, float* c,
+                             std::int64_t ldc, float alpha);
+
+struct MicroKernelInfo {
+  const char* isa;
+  int cols;  ///< nr
+  MicroKernel fn;
+};
+
+MicroKernelInfo micro_kernel_avx512();
+MicroKernelInfo micro_kernel_avx2();
+MicroKernelInfo micro_kernel_generic();
+
+/// Where the bias comes from once broadcast to [M, N]: element (i, j) is at
+/// data[i * row_stride + j * col_stride]. `data` is null when there is no bias term.
+struct BiasView {
+  const float* data = nullptr;
+  std::int64_t row_stride = 0;
+  std::int64_t col_stride = 0;
+};
+
+/// Validates an AddmmArgs (dtypes, ranks, inner dimensions, out shape, bias broadcast) and
+/// returns M, N, K. Throws ka::ValueError naming the offending argument and shapes.
+GemmShape validate_addmm(const AddmmArgs& args, DeviceType expected_device);
+
+/// The bias view of args.self broadcast to [M, N]; empty when there is no self or beta == 0.
+BiasView broadcast_bias(const AddmmArgs& args, std::int64_t m, std::int64_t n);
+
+}  // namespace ka::kernels::detail
