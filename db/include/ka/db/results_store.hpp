@@ -1,0 +1,92 @@
+// ResultsStore: runs and benchmark results in the ka database.
+#pragma once
+
+#include <ka/db/sqlite.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ka::db {
+
+/// What became of one measurement (DESIGN.md §7).
+enum class Disposition { kOk, kFailed, kTimeout, kIncorrect, kUnsupported };
+/// "ok", "failed", "timeout", "incorrect", "unsupported".
+std::string_view to_string(Disposition d);
+
+/// One row of `runs`: where, when and how a benchmark or tuning run was made.
+struct RunInfo {
+  std::string tool;
+  std::string command_line;
+  std::string host;
+  std::string ka_version;
+  std::string git_sha;
+  std::string suite;
+  std::string device;
+  std::string fingerprint;
+  std::string fingerprint_json;
+  int threads = 1;
+  std::optional<double> fma_peak_gflops;
+  std::optional<double> fma_peak_1t_gflops;
+  std::string libtorch_version;
+  std::string openblas_coretype;
+  std::string openblas_core;
+};
+
+/// One row of `results`: one implementation of one case.
+struct ResultRow {
+  std::string suite;
+  std::string case_name;
+  std::string impl;
+  std::string benchmark_name;
+  std::string op;
+  std::string shape_key;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::string dtype;
+  std::string kernel;
+  int kernel_version = 0;
+  std::string config;
+  Disposition disposition = Disposition::kOk;
+  std::string error;
+  std::optional<double> max_abs_error;
+  std::string cache_state = "hot";
+  std::int64_t repetitions = 0;
+  std::int64_t iterations = 0;
+  std::optional<double> median_ns;
+  std::optional<double> mean_ns;
+  std::optional<double> min_ns;
+  std::optional<double> max_ns;
+  std::optional<double> stddev_ns;
+  std::optional<double> gflops;
+  std::optional<double> pct_peak;
+};
+
+/// The ka database opened for writing, migrated to the current schema.
+///
+///   ResultsStore store("ka.db");
+///   auto run = store.begin_run(info);
+///   store.add_results(run, rows);   // one transaction per call
+///   store.finish_run(run, true);
+class ResultsStore {
+ public:
+  /// Opens or creates the database and migrates it. Throws ka::DbError naming the path.
+  explicit ResultsStore(const std::string& path);
+
+  /// Inserts a `runs` row with status 'running'; returns its id.
+  std::int64_t begin_run(const RunInfo& info);
+  /// Inserts `rows` for `run_id` in one transaction: all or nothing.
+  void add_results(std::int64_t run_id, const std::vector<ResultRow>& rows);
+  /// Marks the run complete (or failed) and stamps its end time.
+  void finish_run(std::int64_t run_id, bool ok);
+
+  [[nodiscard]] Connection& connection() noexcept { return db_; }
+
+ private:
+  Connection db_;
+};
+
+}  // namespace ka::db

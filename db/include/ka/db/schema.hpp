@@ -1,0 +1,15 @@
+// The ka database schema and its migrations (PRAGMA user_version).
+#pragma once
+
+#include <ka/db/sqlite.hpp>
+
+namespace ka::db {
+
+/// The schema version this build writes.
+constexpr int kSchemaVersion = 1;
+
+/// Brings the database to kSchemaVersion, one transaction per step (an empty file becomes a
+/// full schema). Throws ka::DbError when the file's version is newer than this build knows.
+void migrate(Connection& db);
+
+}  // namespace ka::db

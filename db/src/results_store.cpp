@@ -1,0 +1,106 @@
+#include <ka/core/error.hpp>
+#include <ka/db/results_store.hpp>
+#include <ka/db/schema.hpp>
+
+namespace ka::db {
+
+std::string_view to_string(Disposition d) {
+  switch (d) {
+    case Disposition::kOk:
+      return "ok";
+    case Disposition::kFailed:
+      return "failed";
+    case Disposition::kTimeout:
+      return "timeout";
+    case Disposition::kIncorrect:
+      return "incorrect";
+    case Disposition::kUnsupported:
+      return "unsupported";
+  }
+  return "failed";
+}
+
+ResultsStore::ResultsStore(const std::string& path) : db_(path) { migrate(db_); }
+
+std::int64_t ResultsStore::begin_run(const RunInfo& info) {
+  Transaction tx(db_);
+  auto st = db_.prepare(
+      "INSERT INTO runs (started_at, status, tool, command_line, host, ka_version, git_sha, "
+      "suite, device, fingerprint, fingerprint_json, threads, fma_peak_gflops, "
+      "fma_peak_1t_gflops, libtorch_version, openblas_coretype, openblas_core) "
+      "VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "?, ?, ?, ?, ?)");
+  st.bind(1, info.tool)
+      .bind(2, info.command_line)
+      .bind(3, info.host)
+      .bind(4, info.ka_version)
+      .bind(5, info.git_sha)
+      .bind(6, info.suite)
+      .bind(7, info.device)
+      .bind(8, info.fingerprint)
+      .bind(9, info.fingerprint_json)
+      .bind(10, info.threads)
+      .bind(11, info.fma_peak_gflops)
+      .bind(12, info.fma_peak_1t_gflops)
+      .bind(13, info.libtorch_version)
+      .bind(14, info.openblas_coretype)
+      .bind(15, info.openblas_core)
+      .run();
+  const std::int64_t id = db_.last_insert_rowid();
+  tx.commit();
+  return id;
+}
+
+void ResultsStore::add_results(std::int64_t run_id, const std::vector<ResultRow>& rows) {
+  Transaction tx(db_);
+  auto st = db_.prepare(
+      "INSERT INTO results (run_id, suite, case_name, impl, benchmark_name, op, shape_key, m, n, "
+      "k, dtype, kernel, kernel_version, config, disposition, error, max_abs_error, cache_state, "
+      "repetitions, iterations, median_ns, mean_ns, min_ns, max_ns, stddev_ns, gflops, pct_peak) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const ResultRow& r : rows) {
+    st.reset();
+    st.bind(1, run_id)
+        .bind(2, r.suite)
+        .bind(3, r.case_name)
+        .bind(4, r.impl)
+        .bind(5, r.benchmark_name)
+        .bind(6, r.op)
+        .bind(7, r.shape_key)
+        .bind(8, r.m)
+        .bind(9, r.n)
+        .bind(10, r.k)
+        .bind(11, r.dtype)
+        .bind(12, r.kernel)
+        .bind(13, r.kernel_version)
+        .bind(14, r.config)
+        .bind(15, to_string(r.disposition))
+        .bind(16, r.error)
+        .bind(17, r.max_abs_error)
+        .bind(18, r.cache_state)
+        .bind(19, r.repetitions)
+        .bind(20, r.iterations)
+        .bind(21, r.median_ns)
+        .bind(22, r.mean_ns)
+        .bind(23, r.min_ns)
+        .bind(24, r.max_ns)
+        .bind(25, r.stddev_ns)
+        .bind(26, r.gflops)
+        .bind(27, r.pct_peak)
+        .run();
+  }
+  tx.commit();
+}
+
+void ResultsStore::finish_run(std::int64_t run_id, bool ok) {
+  Transaction tx(db_);
+  db_.prepare(
+         "UPDATE runs SET status = ?, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+         "WHERE id = ?")
+      .bind(1, ok ? "complete" : "failed")
+      .bind(2, run_id)
+      .run();
+  tx.commit();
+}
+
+}  // namespace ka::db
