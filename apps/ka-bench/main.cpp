@@ -1,0 +1,91 @@
+// ka-bench: runs a suite of operator cases through ka and libtorch and compares them.
+#include <ka/core/error.hpp>
+#include <ka/core/logging.hpp>
+#include <ka/harness/bench.hpp>
+#include <ka/harness/suite.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+int fail(int code, const std::string& what) {
+  std::fprintf(stderr, "ka-bench: error: %s\n", what.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ka::harness::BenchOptions options;
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+  options.command_line = command_line;
+
+  // Google Benchmark's flags (--benchmark_filter=..., --benchmark_format=json, ...) pass
+  // through untouched; CLI11 sees only ka's own.
+  std::vector<std::string> ka_args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--benchmark_", 0) == 0) {
+      options.benchmark_flags.push_back(arg);
+    } else {
+      ka_args.push_back(arg);
+    }
+  }
+
+  CLI::App app{
+      "ka-bench: benchmark a suite of operator cases, ka's kernels against libtorch.\n"
+      "Each case is checked for correctness against libtorch, then timed by Google Benchmark;\n"
+      "results go to an SQLite database. Google Benchmark flags (--benchmark_filter=REGEX,\n"
+      "--benchmark_format=json, --benchmark_out=FILE, ...) are passed through.",
+      "ka-bench"};
+  bool list = false;
+  bool verbose = false;
+  bool no_db = false;
+  app.add_option("-s,--suite", options.suite, "suite name (see --list-suites) or path to a .yaml file");
+  app.add_flag("--list-suites", list, "list the suites found and exit");
+  app.add_option("--suites-dir", options.suites_dir, "extra folder searched first for suites");
+  app.add_option("--db", options.db_path, "SQLite database for the results")->capture_default_str();
+  app.add_flag("--no-db", no_db, "do not write results to a database");
+  app.add_option("-t,--threads", options.threads,
+                 "threads for ka and libtorch alike (0 = all logical cores)")
+      ->capture_default_str();
+  app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
+      ->capture_default_str();
+  app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")
+      ->capture_default_str();
+  app.add_flag("-v,--verbose", verbose, "debug logging (or set KA_LOG_LEVEL=debug|trace)");
+
+  std::vector<std::string> reversed(ka_args.rbegin(), ka_args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ka-bench: error: %s\nRun 'ka-bench --help' for the options.\n", e.what());
+    return 2;
+  }
+  if (verbose) ka::set_log_level(spdlog::level::debug);
+  options.write_db = !no_db;
+
+  try {
+    if (list) {
+      for (const auto& name : ka::harness::list_suites(options.suites_dir)) std::printf("%s\n", name.c_str());
+      return 0;
+    }
+    if (options.suite.empty()) {
+      return fail(2, "--suite is required (try --list-suites)");
+    }
+    return ka::harness::run_suite(options);
+  } catch (const ka::ValueError& e) {
+    return fail(2, e.what());
+  } catch (const ka::Error& e) {
+    return fail(1, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+}

@@ -1,0 +1,28 @@
+// ka-bench's engine: runs a suite's cases through Google Benchmark, ka against libtorch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ka::harness {
+
+/// What `ka-bench` was asked to do.
+struct BenchOptions {
+  std::string suite;         ///< Suite name (looked up in the suite path) or a .yaml path.
+  std::string suites_dir;    ///< Extra folder searched first for suite names.
+  std::string db_path = "ka.db";
+  bool write_db = true;
+  int threads = 0;           ///< Threads for ka and libtorch alike; 0 = all logical cores.
+  int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
+  double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
+  std::string command_line;  ///< Stored with the run.
+  std::vector<std::string> benchmark_flags;  ///< --benchmark_* flags passed through.
+};
+
+/// Runs the suite and prints the summary table. Returns the exit status: 0 when every ka
+/// result was correct, 1 when any case was INCORRECT or failed. Throws ka::ValueError for a
+/// bad suite or options (the caller exits 2) and ka::DbError when the database cannot be
+/// opened or written (checked before any benchmark runs).
+int run_suite(const BenchOptions& options);
+
+}  // namespace ka::harness
