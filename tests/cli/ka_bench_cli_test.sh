@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Drives the real ka-bench binary. Usage: ka_bench_cli_test.sh CASE KA_BENCH SQLITE3 FIXTURES
+set -u
+case_name=$1
+ka_bench=$2
+sqlite3=$3
+fixtures=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL [$case_name]: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null; echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
+# Quick timing settings: these tests check behaviour, not speed.
+quick=(--min-time 0.002 --repetitions 2 --threads 2)
+
+case "$case_name" in
+  smoke_writes_rows)
+    "$ka_bench" --suite smoke --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0"
+    grep -q "ka-bench summary" "$tmp/out" || fail "no summary table"
+    grep -qE "^primes +37 +53 +71 " "$tmp/out" || fail "no row for case 'primes'"
+    rows=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results")
+    [ "$rows" = "10" ] || fail "expected 10 result rows (5 cases x ka/libtorch), got $rows"
+    ok=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE disposition='ok' AND median_ns > 0 AND repetitions = 2")
+    [ "$ok" = "10" ] || fail "expected 10 ok rows with a median over 2 repetitions, got $ok"
+    names=$("$sqlite3" "$tmp/ka.db" "SELECT group_concat(benchmark_name, ' ') FROM (SELECT benchmark_name FROM results WHERE case_name='primes' ORDER BY impl)")
+    [ "$names" = "smoke/primes/ka smoke/primes/libtorch" ] || fail "benchmark names: $names"
+    cfg=$("$sqlite3" "$tmp/ka.db" "SELECT config FROM results WHERE benchmark_name='smoke/primes/ka'")
+    [[ "$cfg" == grid=*block=*tile_k=* ]] || fail "ka config not stored: '$cfg'"
+    run=$("$sqlite3" "$tmp/ka.db" "SELECT status, threads, fma_peak_gflops > 0, suite FROM runs")
+    [ "$run" = "complete|2|1|smoke" ] || fail "runs row: $run"
+    gflops=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE case_name='primes' AND gflops > 0 AND pct_peak > 0")
+    [ "$gflops" = "2" ] || fail "GFLOP/s and %peak not stored"
+    # A second run appends a second run's rows (never overwrites).
+    "$ka_bench" --suite smoke --db "$tmp/ka.db" "${quick[@]}" --benchmark_filter=one >"$tmp/out" 2>"$tmp/err" || fail "second run failed"
+    runs=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM runs")
+    [ "$runs" = "2" ] || fail "expected 2 runs, got $runs"
+    rows=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results")
+    [ "$rows" = "12" ] || fail "expected 12 rows after a filtered second run, got $rows"
+    ;;
+  unknown_suite)
+    "$ka_bench" --suite no_such_suite --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "exit $rc, expected 2"
+    grep -q "ka-bench: error: unknown suite 'no_such_suite'" "$tmp/err" || fail "message"
+    grep -q "smoke" "$tmp/err" || fail "the message should list the available suites"
+    [ ! -e "$tmp/ka.db" ] || fail "a database was created for a failed start"
+    ;;
+  malformed_suite)
+    "$ka_bench" --suite "$fixtures/malformed.yaml" --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "exit $rc, expected 2"
+    grep -q "malformed.yaml:6: bad value 'four' for 'K'" "$tmp/err" || fail "message must name file and line"
+    [ ! -e "$tmp/ka.db" ] || fail "a database was created for a failed start"
+    ;;
+  unwritable_db)
+    "$ka_bench" --suite smoke --db "$tmp/missing/dir/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 1 ] || fail "exit $rc, expected 1"
+    grep -q "ka-bench: error: cannot open database '$tmp/missing/dir/ka.db'" "$tmp/err" || fail "message"
+    [ ! -e "$tmp/missing" ] || fail "something was written"
+    grep -q "Benchmark" "$tmp/out" && fail "benchmarks ran although the database was unusable"
+    mkdir "$tmp/adir"
+    "$ka_bench" --suite smoke --db "$tmp/adir" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 1 ] || fail "directory as --db: exit $rc, expected 1"
+    grep -q "ka-bench: error: cannot open database '$tmp/adir'" "$tmp/err" || fail "directory message"
+    [ -z "$(ls -A "$tmp/adir")" ] || fail "files were written into the directory"
+    ;;
+  help)
+    "$ka_bench" --help >"$tmp/out" 2>"$tmp/err" || fail "--help exit $?"
+    for opt in --suite --db --threads --repetitions --min-time --list-suites; do
+      grep -q -- "$opt" "$tmp/out" || fail "--help does not mention $opt"
+    done
+    "$ka_bench" --list-suites >"$tmp/out" 2>"$tmp/err" || fail "--list-suites exit $?"
+    grep -qx "matmul" "$tmp/out" || fail "--list-suites does not list matmul"
+    ;;
+  json_format)
+    "$ka_bench" --suite smoke --no-db "${quick[@]}" --benchmark_format=json --benchmark_filter='primes' >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc"
+    grep -q '"name": "smoke/primes/ka/manual_time"' "$tmp/out" || fail "JSON lacks the ka benchmark"
+    grep -q "ka-bench summary" "$tmp/out" && fail "summary must go to stderr when stdout is JSON"
+    grep -q "ka-bench summary" "$tmp/err" || fail "summary missing from stderr"
+    ;;
+  bad_option)
+    "$ka_bench" --suite smoke --threads -3 --no-db >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "negative threads: expected exit 2"
+    "$ka_bench" --frobnicate >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "unknown option: expected exit 2"
+    grep -q "ka-bench: error:" "$tmp/err" || fail "message"
+    "$ka_bench" --no-db >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "missing --suite: expected exit 2"
+    ;;
+  filter_no_match)
+    "$ka_bench" --suite smoke --db "$tmp/ka.db" "${quick[@]}" --benchmark_filter=nothing_matches >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "exit $rc, expected 2"
+    grep -q "no benchmark matched" "$tmp/err" || fail "message"
+    ;;
+  *)
+    echo "unknown test case $case_name"; exit 2 ;;
+esac
+echo "PASS [$case_name]"

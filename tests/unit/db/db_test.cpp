@@ -1,0 +1,176 @@
+#include <ka/core/error.hpp>
+#include <ka/db/results_store.hpp>
+#include <ka/db/schema.hpp>
+#include <ka/db/sqlite.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace ka::db {
+namespace {
+namespace fs = std::filesystem;
+
+class DbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ka_db_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::int64_t count(Connection& db, const std::string& table) {
+    auto st = db.prepare("SELECT count(*) FROM " + table);
+    st.step();
+    return st.column_int64(0);
+  }
+
+  static RunInfo run_info() {
+    RunInfo info;
+    info.tool = "test";
+    info.command_line = "db_test";
+    info.host = "h";
+    info.ka_version = "0";
+    info.git_sha = "abc";
+    info.device = "cpu";
+    info.fingerprint = "cpu|x";
+    info.fingerprint_json = "{}";
+    info.threads = 2;
+    info.fma_peak_gflops = 100.0;
+    return info;
+  }
+
+  static ResultRow row(const std::string& name, Disposition d = Disposition::kOk) {
+    ResultRow r;
+    r.suite = "s";
+    r.case_name = name;
+    r.impl = "ka";
+    r.benchmark_name = "s/" + name + "/ka";
+    r.op = "aten::mm";
+    r.shape_key = "aten::mm(f32[1,1]c,f32[1,1]c)";
+    r.dtype = "float32";
+    r.disposition = d;
+    r.median_ns = 12.5;
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DbTest, EmptyFileMigratesToCurrentSchema) {
+  Connection db(path("a.db"));
+  EXPECT_EQ(db.user_version(), 0);
+  migrate(db);
+  EXPECT_EQ(db.user_version(), kSchemaVersion);
+  for (const char* table : {"runs", "results"}) {
+    auto st = db.prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?");
+    st.bind(1, table);
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_int64(0), 1) << table;
+  }
+  migrate(db);  // idempotent
+  EXPECT_EQ(db.user_version(), kSchemaVersion);
+}
+
+TEST_F(DbTest, NewerSchemaIsRefusedWithAClearMessage) {
+  {
+    Connection db(path("new.db"));
+    db.set_user_version(kSchemaVersion + 5);
+  }
+  Connection db(path("new.db"));
+  try {
+    migrate(db);
+    FAIL();
+  } catch (const DbError& e) {
+    EXPECT_NE(std::string(e.what()).find("newer than this ka supports"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("new.db"), std::string::npos);
+  }
+}
+
+TEST_F(DbTest, RunsAndResultsRoundTrip) {
+  ResultsStore store(path("r.db"));
+  const auto run = store.begin_run(run_info());
+  store.add_results(run, {row("a"), row("b", Disposition::kIncorrect)});
+  store.finish_run(run, true);
+  Connection& db = store.connection();
+  EXPECT_EQ(count(db, "results"), 2);
+  auto st = db.prepare("SELECT status, finished_at IS NOT NULL, threads FROM runs WHERE id = ?");
+  st.bind(1, run);
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.column_text(0), "complete");
+  EXPECT_EQ(st.column_int64(1), 1);
+  EXPECT_EQ(st.column_int64(2), 2);
+  auto r = db.prepare("SELECT disposition, median_ns, gflops FROM results WHERE case_name = 'b'");
+  ASSERT_TRUE(r.step());
+  EXPECT_EQ(r.column_text(0), "incorrect");
+  EXPECT_DOUBLE_EQ(r.column_double(1), 12.5);
+  EXPECT_TRUE(r.column_is_null(2));
+}
+
+TEST_F(DbTest, FailedBatchLeavesNoPartialRows) {
+  ResultsStore store(path("t.db"));
+  const auto run = store.begin_run(run_info());
+  store.add_results(run, {row("kept")});
+  // The third row repeats a benchmark name of the batch: UNIQUE fails after two inserts.
+  EXPECT_THROW(store.add_results(run, {row("x"), row("y"), row("x")}), DbError);
+  EXPECT_EQ(count(store.connection(), "results"), 1);
+  // And the connection is still usable.
+  store.add_results(run, {row("z")});
+  EXPECT_EQ(count(store.connection(), "results"), 2);
+}
+
+TEST_F(DbTest, TransactionRollsBackOnException) {
+  Connection db(path("x.db"));
+  db.exec("CREATE TABLE t (v INTEGER)");
+  try {
+    Transaction tx(db);
+    db.exec("INSERT INTO t VALUES (1)");
+    db.exec("INSERT INTO t VALUES (2)");
+    throw std::runtime_error("interrupted");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(count(db, "t"), 0);
+  {
+    Transaction tx(db);
+    db.exec("INSERT INTO t VALUES (3)");
+    tx.commit();
+  }
+  EXPECT_EQ(count(db, "t"), 1);
+}
+
+TEST_F(DbTest, UnopenablePathNamesThePath) {
+  const std::string bad = path("no/such/dir/ka.db");
+  try {
+    ResultsStore store(bad);
+    FAIL();
+  } catch (const DbError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(bad));
+}
+
+TEST_F(DbTest, NotADatabaseIsRefused) {
+  {
+    std::ofstream junk(path("junk.db"));
+    junk << "this is not an SQLite database, just text that is long enough to have a header....";
+  }
+  EXPECT_THROW(ResultsStore store(path("junk.db")), DbError);
+}
+
+TEST_F(DbTest, SyntaxErrorsNameTheSql) {
+  Connection db(path("s.db"));
+  try {
+    db.prepare("SELEC 1");
+    FAIL();
+  } catch (const DbError& e) {
+    EXPECT_NE(std::string(e.what()).find("SELEC 1"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ka::db

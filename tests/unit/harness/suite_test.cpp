@@ -1,0 +1,129 @@
+#include <ka/core/error.hpp>
+#include <ka/harness/suite.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace ka::harness {
+namespace {
+namespace fs = std::filesystem;
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / ("ka_suite_test_" + name + ".yaml");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// Loads `text` and returns the error message (empty when it loaded).
+std::string load_error(const std::string& name, const std::string& text) {
+  const std::string path = write_temp(name, text);
+  try {
+    load_suite_file(path);
+  } catch (const ValueError& e) {
+    fs::remove(path);
+    return e.what();
+  }
+  fs::remove(path);
+  return {};
+}
+
+const char* kGood = R"(suite: mini
+description: two cases
+groups:
+  - model: Test model
+    cases:
+      - {op: aten::mm, M: 2, K: 3, N: 4, tag: t}
+      - {name: named, op: aten::addmm, M: 5, K: 6, N: 7, dtype: float32, alpha: 0.5, beta: 2}
+)";
+
+TEST(Suite, LoadsCasesWithDefaultsAndNames) {
+  const std::string path = write_temp("good", kGood);
+  const Suite s = load_suite_file(path);
+  fs::remove(path);
+  EXPECT_EQ(s.name, "mini");
+  ASSERT_EQ(s.cases.size(), 2U);
+  EXPECT_EQ(s.cases[0].name, "mm_2x3x4");
+  EXPECT_EQ(s.cases[0].model, "Test model");
+  EXPECT_EQ(s.cases[0].line, 6);
+  EXPECT_EQ(s.cases[1].name, "named");
+  EXPECT_DOUBLE_EQ(s.cases[1].alpha, 0.5);
+  EXPECT_DOUBLE_EQ(s.cases[1].beta, 2.0);
+}
+
+TEST(Suite, ErrorsNameFileAndLine) {
+  struct Bad {
+    const char* name;
+    const char* text;
+    const char* line;     // "<file>:<line>:" expected in the message
+    const char* message;  // and this fragment
+  };
+  const Bad cases[] = {
+      {"syntax", "suite: x\ngroups:\n  - model: m\n    cases: [ {op: aten::mm, M: 1\n", ":5:",
+       "YAML syntax error"},
+      {"unknown_key", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, M: 1, K: 1, N: 1, Q: 3}\n",
+       ":5:", "unknown key 'Q'"},
+      {"missing", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, M: 1, N: 1}\n",
+       ":5:", "has no 'K'"},
+      {"bad_value", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, M: many, K: 1, N: 1}\n",
+       ":5:", "bad value 'many' for 'M'"},
+      {"negative", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, M: -4, K: 1, N: 1}\n",
+       ":5:", "out of range"},
+      {"bad_op", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {op: aten::conv2d, M: 1, K: 1, N: 1}\n",
+       ":5:", "unsupported op 'aten::conv2d'"},
+      {"dtype", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, M: 1, K: 1, N: 1, dtype: int8}\n",
+       ":5:", "unknown dtype 'int8'"},
+      {"dup", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {name: a, op: aten::mm, M: 1, K: 1, N: 1}\n      - {name: a, op: aten::mm, M: 2, K: 1, N: 1}\n",
+       ":6:", "duplicate case name 'a'"},
+      {"no_groups", "suite: x\n", ":1:", "'groups' must be a non-empty list"},
+      {"not_map", "- 1\n- 2\n", ":1:", "must be a mapping"},
+  };
+  for (const Bad& b : cases) {
+    const std::string err = load_error(b.name, b.text);
+    EXPECT_NE(err.find("ka_suite_test_" + std::string(b.name) + ".yaml" + b.line), std::string::npos)
+        << b.name << ": " << err;
+    EXPECT_NE(err.find(b.message), std::string::npos) << b.name << ": " << err;
+  }
+}
+
+TEST(Suite, LookupByNameAndUnknownNames) {
+  const std::string file = find_suite_file("matmul", KA_TEST_SUITES_DIR);
+  EXPECT_EQ(fs::path(file).filename(), "matmul.yaml");
+  try {
+    find_suite_file("no_such_suite", KA_TEST_SUITES_DIR);
+    FAIL();
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("unknown suite 'no_such_suite'"), std::string::npos);
+    EXPECT_NE(what.find("matmul"), std::string::npos) << "lists the available suites: " << what;
+  }
+  const auto names = list_suites(KA_TEST_SUITES_DIR);
+  EXPECT_NE(std::find(names.begin(), names.end(), "smoke"), names.end());
+}
+
+TEST(Suite, ShippedMatmulSuiteCoversTheRealModelShapes) {
+  const Suite s = load_suite_file(find_suite_file("matmul", KA_TEST_SUITES_DIR));
+  std::set<std::string> models;
+  std::set<std::int64_t> square;
+  bool decode_1 = false, decode_16 = false, prefill_512 = false, bert = false, gpt2 = false;
+  for (const auto& c : s.cases) {
+    models.insert(c.model);
+    if (c.tag == "square") square.insert(c.m);
+    if (c.model.find("LLaMA-7B") != std::string::npos) {
+      decode_1 |= c.m == 1 && (c.k == 11008 || c.n == 11008);
+      decode_16 |= c.m == 16;
+      prefill_512 |= c.m == 512 && c.k == 4096;
+    }
+    bert |= c.model.find("BERT-base") != std::string::npos && c.n == 3072;
+    gpt2 |= c.model.find("GPT-2") != std::string::npos && c.m == 1024;
+  }
+  EXPECT_EQ(square, (std::set<std::int64_t>{128, 256, 512, 1024, 2048}));
+  EXPECT_TRUE(decode_1 && decode_16 && prefill_512 && bert && gpt2);
+  EXPECT_GE(models.size(), 4U);
+  EXPECT_NO_THROW(load_suite_file(find_suite_file("smoke", KA_TEST_SUITES_DIR)));
+}
+
+}  // namespace
+}  // namespace ka::harness

@@ -1,0 +1,254 @@
+// The CPU GEMM against libtorch's at::addmm (the oracle), on odd shapes, tile boundaries,
+// strided inputs, every bias broadcast, alpha/beta paths, thread counts and every ISA path
+// this CPU can run.
+#include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
+#include <ka/kernels/gemm.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace ka::kernels {
+namespace {
+
+TensorView view_of(const at::Tensor& t) {
+  TensorView v;
+  v.data = t.data_ptr();
+  v.dtype = DType::kFloat32;
+  v.device = Device::cpu();
+  v.ndim = static_cast<int>(t.dim());
+  for (int d = 0; d < v.ndim; ++d) {
+    v.sizes[static_cast<std::size_t>(d)] = t.size(d);
+    v.strides[static_cast<std::size_t>(d)] = t.stride(d);
+  }
+  return v;
+}
+
+LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64_t threads) {
+  LaunchConfig c;
+  c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
+  return c;
+}
+
+std::vector<std::string> runnable_isas() {
+  std::vector<std::string> isas = {"generic"};
+  const std::string level = cpu_isa_level();
+  if (level == "avx2" || level == "avx512") isas.push_back("avx2");
+  if (level == "avx512") isas.push_back("avx512");
+  return isas;
+}
+
+// Restores automatic ISA selection when a test ends.
+struct IsaGuard {
+  explicit IsaGuard(const std::string& isa) { force_cpu_isa(isa); }
+  ~IsaGuard() { force_cpu_isa(""); }
+};
+
+// Runs ka and at::addmm on the same inputs and compares: |ka - ref| <= atol + rtol*|ref|.
+void expect_matches(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, float beta,
+                    float alpha, const LaunchConfig& cfg, const std::string& what) {
+  const std::int64_t m = a.size(0);
+  const std::int64_t n = b.size(1);
+  at::Tensor out = at::full({m, n}, std::nanf(""), at::kFloat);
+  AddmmArgs args;
+  args.out = view_of(out);
+  args.mat1 = view_of(a);
+  args.mat2 = view_of(b);
+  if (bias.defined()) args.self = view_of(bias);
+  args.beta = beta;
+  args.alpha = alpha;
+  const Status st = gemm_f32_cpu(args, cfg);
+  ASSERT_TRUE(st.is_ok()) << what << ": " << st.reason();
+  const at::Tensor ref = bias.defined() ? at::addmm(bias, a, b, beta, alpha) : at::mm(a, b) * alpha;
+  ASSERT_EQ(ref.sizes(), out.sizes());
+  if (out.numel() == 0) return;
+  const double atol = 1e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(a.size(1), 1)));
+  const bool close = at::allclose(out, ref, 1e-4, atol);
+  ASSERT_TRUE(close) << what << ": max abs error " << (out - ref).abs().max().item<float>()
+                     << " (first NaN means an unwritten element: "
+                     << out.isnan().any().item<bool>() << ")";
+}
+
+struct Shape {
+  std::int64_t m, k, n;
+};
+
+TEST(GemmCpu, OddShapesEveryIsaSeveralConfigs) {
+  at::manual_seed(1);
+  // Tile boundaries: the micro-tile is 6 rows x 16/32 columns; tiles 6..192 x 32..512.
+  const std::vector<Shape> shapes = {{1, 1, 1},    {37, 53, 71},  {6, 16, 32},  {7, 17, 33},
+                                     {5, 3, 31},   {12, 64, 64},  {13, 65, 65}, {48, 256, 96},
+                                     {49, 257, 97}, {97, 300, 129}, {1, 200, 300}, {200, 7, 1},
+                                     {64, 1, 64}};
+  const std::vector<LaunchConfig> configs = {config(6, 32, 64, 1), config(12, 64, 128, 2),
+                                             config(96, 256, 256, 2), config(48, 32, 512, 4)};
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    ASSERT_EQ(gemm_cpu_isa(), isa);
+    for (const Shape& s : shapes) {
+      const at::Tensor a = at::rand({s.m, s.k}) * 2 - 1;
+      const at::Tensor b = at::rand({s.k, s.n}) * 2 - 1;
+      const at::Tensor bias = at::rand({s.n}) * 2 - 1;
+      for (const LaunchConfig& cfg : configs) {
+        const std::string what = isa + " " + std::to_string(s.m) + "x" + std::to_string(s.k) +
+                                 "x" + std::to_string(s.n) + " " + cfg.str();
+        expect_matches(bias, a, b, 1.0F, 1.0F, cfg, what + " addmm");
+        expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+      }
+    }
+  }
+}
+
+TEST(GemmCpu, ZeroSizeDimensions) {
+  const LaunchConfig cfg = config(12, 32, 64, 2);
+  for (const Shape& s : std::vector<Shape>{{0, 5, 7}, {5, 0, 7}, {5, 7, 0}, {0, 0, 0}}) {
+    const at::Tensor a = at::rand({s.m, s.k});
+    const at::Tensor b = at::rand({s.k, s.n});
+    const at::Tensor bias = at::rand({s.n});
+    // K == 0: out = beta * bias exactly.
+    expect_matches(bias, a, b, 2.0F, 3.0F, cfg, "zero-size " + std::to_string(s.m) + "x" +
+                                                     std::to_string(s.k) + "x" + std::to_string(s.n));
+  }
+}
+
+TEST(GemmCpu, AlphaBetaPaths) {
+  at::manual_seed(2);
+  const at::Tensor a = at::rand({23, 41}) - 0.5;
+  const at::Tensor b = at::rand({41, 19}) - 0.5;
+  const at::Tensor bias = at::rand({23, 19}) - 0.5;
+  const LaunchConfig cfg = config(12, 32, 16, 2);
+  for (const float beta : {0.0F, 1.0F, 0.5F, -2.0F}) {
+    for (const float alpha : {1.0F, 0.0F, 2.5F, -1.0F}) {
+      expect_matches(bias, a, b, beta, alpha, cfg,
+                     "beta=" + std::to_string(beta) + " alpha=" + std::to_string(alpha));
+    }
+  }
+}
+
+TEST(GemmCpu, BetaZeroIgnoresNanInSelf) {
+  const at::Tensor a = at::rand({9, 10});
+  const at::Tensor b = at::rand({10, 11});
+  const at::Tensor bias = at::full({9, 11}, std::nanf(""));
+  at::Tensor out = at::empty({9, 11});
+  AddmmArgs args;
+  args.out = view_of(out);
+  args.mat1 = view_of(a);
+  args.mat2 = view_of(b);
+  args.self = view_of(bias);
+  args.beta = 0.0F;
+  ASSERT_TRUE(gemm_f32_cpu(args, config(6, 32, 64, 1)).is_ok());
+  EXPECT_FALSE(out.isnan().any().item<bool>());
+  EXPECT_TRUE(at::allclose(out, at::mm(a, b), 1e-5, 1e-5));
+}
+
+TEST(GemmCpu, EveryBiasBroadcast) {
+  at::manual_seed(3);
+  const std::int64_t m = 14;
+  const std::int64_t n = 35;
+  const at::Tensor a = at::rand({m, 20});
+  const at::Tensor b = at::rand({20, n});
+  const LaunchConfig cfg = config(6, 32, 8, 2);
+  for (const auto& sizes : std::vector<std::vector<std::int64_t>>{
+           {}, {1}, {n}, {1, n}, {m, 1}, {1, 1}, {m, n}}) {
+    const at::Tensor bias = at::rand(sizes);
+    expect_matches(bias, a, b, 0.75F, 1.25F, cfg, "bias dims " + std::to_string(sizes.size()));
+  }
+}
+
+TEST(GemmCpu, StridedAndTransposedInputs) {
+  at::manual_seed(4);
+  const LaunchConfig cfg = config(12, 64, 32, 2);
+  // linear() calls addmm with mat2 = weight.t(): a column-major view.
+  const at::Tensor weight = at::rand({45, 31});
+  const at::Tensor x = at::rand({29, 31});
+  expect_matches(at::rand({45}), x, weight.t(), 1.0F, 1.0F, cfg, "mat2 transposed");
+  expect_matches(at::rand({45}), at::rand({31, 29}).t(), weight.t(), 1.0F, 1.0F, cfg,
+                 "both transposed");
+  // Every other column of a wider matrix; a bias that is a strided slice.
+  const at::Tensor wide = at::rand({29, 62});
+  const at::Tensor bias_wide = at::rand({90});
+  expect_matches(bias_wide.slice(0, 0, 90, 2), wide.slice(1, 0, 62, 2), weight.t(), 1.0F, 1.0F,
+                 cfg, "sliced mat1 and bias");
+}
+
+TEST(GemmCpu, ThreadCountsAgree) {
+  at::manual_seed(5);
+  const at::Tensor a = at::rand({131, 77});
+  const at::Tensor b = at::rand({77, 149});
+  const at::Tensor bias = at::rand({149});
+  for (const std::int64_t threads : {1, 2, 3, 8}) {
+    expect_matches(bias, a, b, 1.0F, 1.0F, config(12, 32, 64, threads),
+                   "threads=" + std::to_string(threads));
+  }
+}
+
+TEST(GemmCpu, DefaultConfigIsCorrectOnModelShapes) {
+  at::manual_seed(6);
+  const auto& d = gemm_f32_cpu_descriptor();
+  for (const Shape& s : std::vector<Shape>{{1, 512, 1024}, {16, 256, 512}, {128, 128, 128}, {77, 768, 96}}) {
+    const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
+    const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
+    const at::Tensor bias = at::rand({s.n});
+    const LaunchConfig cfg = d.default_config(addmm_shape_key(s.m, s.k, s.n));
+    expect_matches(bias, a, b, 1.0F, 1.0F, cfg, "default " + cfg.str());
+  }
+}
+
+TEST(GemmCpu, BadInputIsAClearError) {
+  const at::Tensor a = at::rand({4, 5});
+  const at::Tensor b = at::rand({6, 7});
+  at::Tensor out = at::empty({4, 7});
+  AddmmArgs args;
+  args.out = view_of(out);
+  args.mat1 = view_of(a);
+  args.mat2 = view_of(b);
+  try {
+    (void)gemm_f32_cpu(args, config(6, 32, 64, 1));
+    FAIL() << "mismatched inner dimensions were accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be multiplied (4x5 and 6x7)"), std::string::npos)
+        << e.what();
+  }
+  const at::Tensor b_ok = at::rand({5, 7});
+  args.mat2 = view_of(b_ok);
+  const at::Tensor bias = at::rand({3});
+  args.self = view_of(bias);
+  EXPECT_THROW((void)gemm_f32_cpu(args, config(6, 32, 64, 1)), ValueError);  // [3] vs [4, 7]
+  args.self = TensorView();
+  args.mat1.dtype = DType::kFloat64;
+  EXPECT_THROW((void)gemm_f32_cpu(args, config(6, 32, 64, 1)), ValueError);
+  args.mat1.dtype = DType::kFloat32;
+  args.mat1.device = Device::cuda(0);
+  EXPECT_THROW((void)gemm_f32_cpu(args, config(6, 32, 64, 1)), ValueError);
+}
+
+TEST(GemmCpu, InvalidConfigIsAStatusNotACrash) {
+  const at::Tensor a = at::rand({4, 5});
+  const at::Tensor b = at::rand({5, 7});
+  at::Tensor out = at::empty({4, 7});
+  AddmmArgs args;
+  args.out = view_of(out);
+  args.mat1 = view_of(a);
+  args.mat2 = view_of(b);
+  const Status not_multiple = gemm_f32_cpu(args, config(7, 32, 64, 1));
+  EXPECT_FALSE(not_multiple.is_ok());
+  EXPECT_NE(not_multiple.reason().find("tile_m % 6"), std::string::npos) << not_multiple.reason();
+  LaunchConfig missing;
+  missing.set("tile_m", 6);
+  EXPECT_FALSE(gemm_f32_cpu(args, missing).is_ok());
+  LaunchConfig wrong_grid = config(6, 32, 64, 1);
+  wrong_grid.grid = {5, 5, 1};
+  wrong_grid.block = {32, 6, 1};
+  EXPECT_FALSE(gemm_f32_cpu(args, wrong_grid).is_ok());
+}
+
+TEST(GemmCpu, ForcingAnUnknownIsaIsRejected) {
+  EXPECT_THROW(force_cpu_isa("sve"), ValueError);
+}
+
+}  // namespace
+}  // namespace ka::kernels

@@ -1,0 +1,115 @@
+// The GEMM descriptors as data: tunable spaces, constraints, default heuristics, cost model.
+#include <ka/core/error.hpp>
+#include <ka/kernels/gemm.hpp>
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace ka::kernels {
+namespace {
+
+TEST(GemmDescriptor, CpuSpaceEnumeratesOnlyValidPoints) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  EXPECT_EQ(d.name, "gemm_f32_blocked");
+  EXPECT_GE(d.version, 1);
+  EXPECT_EQ(d.device, DeviceType::kCPU);
+  const auto points = d.space.enumerate();
+  ASSERT_FALSE(points.empty());
+  EXPECT_LE(points.size(), d.space.cross_product_size());
+  std::set<std::string> unique;
+  for (const auto& p : points) {
+    EXPECT_TRUE(d.space.check(p).is_ok()) << p.str();
+    unique.insert(p.str());
+  }
+  EXPECT_EQ(unique.size(), points.size());
+  // Independent count over the raw candidates: every multiple-of-6 tile_m, multiple-of-32
+  // tile_n, and panels within this CPU's L2.
+  std::size_t expected = 0;
+  const auto& params = d.space.params();
+  ASSERT_EQ(params.size(), 4U);
+  for (const auto tm : params[0].candidates) {
+    for (const auto tn : params[1].candidates) {
+      for (const auto tk : params[2].candidates) {
+        const bool ok = tm % 6 == 0 && tn % 32 == 0 && (tm + tn) * tk * 4 <= l2_budget_bytes();
+        expected += ok ? params[3].candidates.size() : 0;
+      }
+    }
+  }
+  EXPECT_EQ(points.size(), expected);
+}
+
+TEST(GemmDescriptor, ConstraintViolationsAreNamed) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  LaunchConfig p;
+  p.set("tile_m", 10).set("tile_n", 64).set("tile_k", 64).set("threads", 1);
+  const Status st = d.space.check(p);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.reason().find("tile_m % 6 == 0"), std::string::npos) << st.reason();
+  LaunchConfig missing;
+  missing.set("tile_m", 6);
+  EXPECT_NE(d.space.check(missing).reason().find("missing tunable"), std::string::npos);
+}
+
+TEST(GemmDescriptor, DefaultConfigIsValidAndComplete) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  for (const auto& [m, k, n] : std::vector<std::array<std::int64_t, 3>>{
+           {1, 4096, 11008}, {16, 4096, 4096}, {512, 768, 3072}, {2048, 2048, 2048}, {1, 1, 1},
+           {0, 3, 3}}) {
+    const ShapeKey key = addmm_shape_key(m, k, n);
+    const LaunchConfig c = d.default_config(key);
+    EXPECT_TRUE(d.can_run(key, c).is_ok()) << key.str() << " " << c.str();
+    EXPECT_EQ(c.block.x, c.get_or("tile_n", -1));
+    EXPECT_EQ(c.block.y, c.get_or("tile_m", -1));
+    EXPECT_EQ(c.grid.x * c.block.x >= n, true);
+    EXPECT_EQ(c.grid.y * c.block.y >= m, true);
+    EXPECT_EQ(LaunchConfig::parse(c.str()), c);
+  }
+}
+
+TEST(GemmDescriptor, ShapeKeysAndCostModel) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  const ShapeKey key = addmm_shape_key(512, 768, 3072);
+  EXPECT_EQ(key.str(), "aten::addmm(f32[3072]c,f32[512,768]c,f32[768,3072]c)");
+  const GemmShape s = gemm_shape(key);
+  EXPECT_EQ(s.m, 512);
+  EXPECT_EQ(s.k, 768);
+  EXPECT_EQ(s.n, 3072);
+  EXPECT_DOUBLE_EQ(d.flop_count(key), 2.0 * 512 * 768 * 3072);
+  EXPECT_DOUBLE_EQ(d.byte_count(key), 4.0 * (512 * 768 + 768 * 3072 + 512 * 3072 + 3072));
+  const GemmShape mm = gemm_shape(addmm_shape_key(3, 4, 5, false));
+  EXPECT_EQ(mm.m, 3);
+  EXPECT_THROW(gemm_shape(ShapeKey::parse("aten::mm(f32[3,4]c,f32[5,6]c)")), ValueError);
+  EXPECT_THROW(gemm_shape(ShapeKey::parse("aten::relu(f32[3]c)")), ValueError);
+}
+
+TEST(GemmDescriptor, CudaSpaceMatchesCompiledVariants) {
+  const auto& d = gemm_f32_cuda_descriptor();
+  EXPECT_EQ(d.device, DeviceType::kCUDA);
+  const auto points = d.space.enumerate();
+  EXPECT_EQ(points.size(), 10U);  // the instantiations in gemm_cuda.cu
+  for (const auto& p : points) {
+    const LaunchConfig full = d.complete(addmm_shape_key(1000, 64, 3000), p);
+    EXPECT_EQ(full.block.x, 256) << full.str();
+    EXPECT_LE(full.shared_mem_bytes, 48 * 1024);
+  }
+  const ShapeKey key = addmm_shape_key(4096, 4096, 4096);
+  EXPECT_TRUE(d.can_run(key, d.default_config(key)).is_ok());
+}
+
+TEST(GemmDescriptor, CudaKernelRefusesHostTensors) {
+  float x = 0.0F;
+  AddmmArgs args;
+  args.out = TensorView::contiguous(&x, DType::kFloat32, Device::cpu(), {1, 1});
+  args.mat1 = args.out;
+  args.mat2 = args.out;
+  LaunchConfig c = gemm_f32_cuda_descriptor().default_config(addmm_shape_key(1, 1, 1));
+  if (cuda_compiled()) {
+    EXPECT_THROW((void)gemm_f32_cuda(args, c, nullptr), ValueError);
+  } else {
+    EXPECT_THROW((void)gemm_f32_cuda(args, c, nullptr), NotImplementedError);
+  }
+}
+
+}  // namespace
+}  // namespace ka::kernels

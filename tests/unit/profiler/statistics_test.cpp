@@ -1,0 +1,52 @@
+#include <ka/core/error.hpp>
+#include <ka/profiler/peak_probe.hpp>
+#include <ka/profiler/statistics.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace ka::profiler {
+namespace {
+
+TEST(Statistics, KnownSample) {
+  // mean 5, sample variance 32/7, median 4.5
+  const Summary s = summarize({2, 4, 4, 4, 5, 5, 7, 9});
+  EXPECT_EQ(s.count, 8U);
+  EXPECT_DOUBLE_EQ(s.min, 2);
+  EXPECT_DOUBLE_EQ(s.max, 9);
+  EXPECT_DOUBLE_EQ(s.mean, 5);
+  EXPECT_DOUBLE_EQ(s.median, 4.5);
+  EXPECT_NEAR(s.stddev, std::sqrt(32.0 / 7.0), 1e-12);
+  EXPECT_NEAR(s.ci95_half_width, 2.365 * std::sqrt(32.0 / 7.0) / std::sqrt(8.0), 1e-9);
+  EXPECT_NEAR(s.cv(), std::sqrt(32.0 / 7.0) / 5.0, 1e-12);
+}
+
+TEST(Statistics, OddCountMedianAndSingleSample) {
+  EXPECT_DOUBLE_EQ(summarize({3, 1, 2}).median, 2);
+  const Summary one = summarize({7});
+  EXPECT_DOUBLE_EQ(one.median, 7);
+  EXPECT_DOUBLE_EQ(one.stddev, 0);
+  EXPECT_DOUBLE_EQ(one.ci95_half_width, 0);
+  EXPECT_THROW(summarize({}), ValueError);
+}
+
+TEST(Statistics, StudentT) {
+  EXPECT_DOUBLE_EQ(student_t95(1), 12.706);
+  EXPECT_DOUBLE_EQ(student_t95(30), 2.042);
+  EXPECT_NEAR(student_t95(1000), 1.962, 1e-3);
+  EXPECT_THROW(student_t95(0), ValueError);
+}
+
+TEST(PeakProbe, MeasuresAPlausibleFigure) {
+  const PeakMeasurement p = measure_fma_peak(1, std::chrono::milliseconds(10));
+  EXPECT_EQ(p.threads, 1);
+  EXPECT_FALSE(p.isa.empty());
+  // Any x86-64 core of the last 15 years does between 2 and 1000 fp32 GFLOP/s.
+  EXPECT_GT(p.gflops, 2.0);
+  EXPECT_LT(p.gflops, 1000.0);
+}
+
+}  // namespace
+}  // namespace ka::profiler
