@@ -3,6 +3,8 @@
 #include <ka/core/logging.hpp>
 #include <ka/harness/bench.hpp>
 #include <ka/harness/suite.hpp>
+#include <ka/dispatch/dispatcher.hpp>
+#include <ka/runtime/aten_ops.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   bool list = false;
   bool verbose = false;
   bool no_db = false;
+  std::string dump_dispatch;
   app.add_option("-s,--suite", options.suite, "suite name (see --list-suites) or path to a .yaml file");
   app.add_flag("--list-suites", list, "list the suites found and exit");
   app.add_option("--suites-dir", options.suites_dir, "extra folder searched first for suites");
@@ -58,6 +61,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")
       ->capture_default_str();
+  app.add_option("--dump-dispatch", dump_dispatch,
+                 "print the dispatcher's registration state and computed kernel table of an "
+                 "operator ka serves (e.g. aten::addmm) and exit");
   app.add_flag("-v,--verbose", verbose, "debug logging (or set KA_LOG_LEVEL=debug|trace)");
 
   std::vector<std::string> reversed(ka_args.rbegin(), ka_args.rend());
@@ -75,6 +81,22 @@ int main(int argc, char** argv) {
   try {
     if (list) {
       for (const auto& name : ka::harness::list_suites(options.suites_dir)) std::printf("%s\n", name.c_str());
+      return 0;
+    }
+    if (!dump_dispatch.empty()) {
+      const auto& served = ka::runtime::register_aten_ops();
+      const auto op = ka::dispatch::Dispatcher::singleton().find_op(dump_dispatch);
+      if (!op) {
+        std::string names;
+        for (const auto& n : served) names += (names.empty() ? "" : ", ") + n;
+        return fail(2, "operator '" + dump_dispatch + "' is not registered in ka's dispatcher "
+                       "(ka serves: " + names + ")");
+      }
+      std::printf("%s registration state (c10 dumpState format):\n%s\n", op->name().c_str(),
+                  op->dump_state().c_str());
+      std::printf("%s computed kernel table (c10 dumpComputedTable format):\n%s",
+                  op->name().c_str(), op->dump_computed_table().c_str());
+      op->check_invariants();
       return 0;
     }
     if (options.suite.empty()) {

@@ -1,6 +1,7 @@
 #include "gemm_case.hpp"
 
 #include <ka/kernels/gemm.hpp>
+#include <ka/runtime/tensor_interop.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -13,23 +14,6 @@
 #include <sstream>
 
 namespace ka::harness::detail {
-namespace {
-
-kernels::TensorView view_of(const at::Tensor& t) {
-  kernels::TensorView v;
-  v.data = t.data_ptr();
-  v.dtype = DType::kFloat32;
-  v.device = Device::cpu();
-  v.ndim = static_cast<int>(t.dim());
-  for (int d = 0; d < v.ndim; ++d) {
-    v.sizes[static_cast<std::size_t>(d)] = t.size(d);
-    v.strides[static_cast<std::size_t>(d)] = t.stride(d);
-  }
-  return v;
-}
-
-}  // namespace
-
 double Tolerance::atol(std::int64_t k) const {
   return atol_per_sqrt_k * std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
 }
@@ -50,10 +34,10 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_uni
   if (c.op == "aten::addmm") s.bias = at::empty({c.n}, opts).uniform_(-1.0, 1.0, gen);
   s.out_ka = at::empty({c.m, c.n}, opts);
   s.out_ref = at::empty({c.m, c.n}, opts);
-  s.args.out = view_of(s.out_ka);
-  s.args.mat1 = view_of(s.mat1);
-  s.args.mat2 = view_of(s.mat2);
-  if (s.bias.defined()) s.args.self = view_of(s.bias);
+  s.args.out = runtime::to_view(s.out_ka);
+  s.args.mat1 = runtime::to_view(s.mat1);
+  s.args.mat2 = runtime::to_view(s.mat2);
+  if (s.bias.defined()) s.args.self = runtime::to_view(s.bias);
   s.args.alpha = static_cast<float>(c.alpha);
   s.args.beta = static_cast<float>(c.beta);
 }

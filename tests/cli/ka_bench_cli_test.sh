@@ -97,6 +97,16 @@ case "$case_name" in
     [ $rc -eq 2 ] || fail "exit $rc, expected 2"
     grep -q "no benchmark matched" "$tmp/err" || fail "message"
     ;;
+  dump_dispatch)
+    "$ka_bench" --dump-dispatch aten::addmm >"$tmp/out" 2>"$tmp/err" || fail "exit $?"
+    grep -q "^name: aten::addmm$" "$tmp/out" || fail "no registration state"
+    grep -q "^schema: aten::addmm(Tensor self, Tensor mat1, Tensor mat2, \*, Scalar beta=1, Scalar alpha=1) -> Tensor" "$tmp/out" || fail "no schema"
+    grep -q "^CPU: ka gemm_f32_blocked (addmm) \[kernel\]$" "$tmp/out" || fail "computed table lacks ka's CPU kernel"
+    grep -q "^AutogradCPU: fallthrough " "$tmp/out" || fail "computed table lacks the Autograd fallthrough"
+    "$ka_bench" --dump-dispatch aten::nope >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "unknown operator: expected exit 2"
+    grep -q "operator 'aten::nope' is not registered in ka's dispatcher (ka serves: aten::addmm, aten::mm)" "$tmp/err" || fail "message"
+    ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;
 esac
