@@ -22,6 +22,14 @@ endif()
 target_compile_options(ka_warnings INTERFACE
   "$<$<COMPILE_LANGUAGE:CXX>:${_ka_warn}>")
 
+if(KA_ENABLE_TSAN)
+  if(KA_ENABLE_SANITIZERS)
+    message(FATAL_ERROR "KA_ENABLE_TSAN and KA_ENABLE_SANITIZERS (ASan) cannot be combined")
+  endif()
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=thread;-fno-omit-frame-pointer>")
+  add_link_options(-fsanitize=thread)
+endif()
+
 if(KA_ENABLE_SANITIZERS)
   set(_ka_san -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX,C>:${_ka_san}>")
