@@ -89,6 +89,22 @@ struct TileJob {
   std::int64_t tile_m, tile_n, tile_k, tiles_n;
 };
 
+// Sets out[i0:i1, j0:j1] to beta * bias, or to zero without a bias term.
+void init_output(const AddmmArgs& args, const detail::BiasView& bias, std::int64_t i0,
+                 std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+  float* out = args.out.data_as<float>();
+  const std::int64_t ldc = args.out.stride(0);
+  for (std::int64_t i = i0; i < i1; ++i) {
+    float* row = out + i * ldc;
+    if (bias.data == nullptr) {
+      std::fill(row + j0, row + j1, 0.0F);
+    } else {
+      const float* brow = bias.data + i * bias.row_stride;
+      for (std::int64_t j = j0; j < j1; ++j) row[j] = args.beta * brow[j * bias.col_stride];
+    }
+  }
+}
+
 void pack_a(const TensorView& a, std::int64_t row0, std::int64_t rows, std::int64_t k0,
             std::int64_t kb, float* dst) {
   const float* src = a.data_as<const float>();
@@ -146,17 +162,7 @@ void run_tile(const TileJob& job, std::int64_t tile) {
   const std::int64_t ldc = args.out.stride(0);
 
   // Output starts as beta * bias (or zero); the K blocks accumulate onto it.
-  for (std::int64_t i = i0; i < i0 + mb; ++i) {
-    float* row = out + i * ldc;
-    if (job.bias.data == nullptr) {
-      std::fill(row + j0, row + j0 + nb, 0.0F);
-    } else {
-      const float* brow = job.bias.data + i * job.bias.row_stride;
-      for (std::int64_t j = j0; j < j0 + nb; ++j) {
-        row[j] = args.beta * brow[j * job.bias.col_stride];
-      }
-    }
-  }
+  init_output(args, job.bias, i0, i0 + mb, j0, j0 + nb);
 
   const std::int64_t mr = detail::kMicroRows;
   const std::int64_t nr = job.micro.cols;
@@ -221,6 +227,15 @@ LaunchConfig complete_gemm_config(const ShapeKey& shape, const LaunchConfig& poi
 Status check_gemm_config(const ShapeKey& shape, const LaunchConfig& config) {
   const KernelDescriptor& d = gemm_f32_cpu_descriptor();
   if (Status st = d.space.check(config); !st) return st;
+  if (config.get_or("skinny", 0) == 1) {
+    if (gemm_cpu_isa() != "avx512") {
+      return Status::unsupported("skinny=1 needs the AVX-512 path; this process uses " +
+                                 gemm_cpu_isa());
+    }
+    if (!shape.args().back().contiguous) {
+      return Status::unsupported("skinny=1 needs mat2 with unit column stride (row-major)");
+    }
+  }
   const LaunchConfig expected = complete_gemm_config(shape, config);
   const bool unset = config.grid == Dim3{} && config.block == Dim3{};
   if (!unset && (config.grid != expected.grid || config.block != expected.block)) {
@@ -246,7 +261,8 @@ namespace {
 KernelDescriptor make_cpu_descriptor() {
   KernelDescriptor d;
   d.name = "gemm_f32_blocked";
-  d.version = 1;
+  // 2: adds the skinny-M path (tunable `skinny`).
+  d.version = 2;
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -257,6 +273,8 @@ KernelDescriptor make_cpu_descriptor() {
           {"tile_n", {32, 64, 128, 256, 512}, "columns of the output tile one task computes"},
           {"tile_k", {64, 128, 256, 512}, "depth of the packed A/B panels (K block)"},
           {"threads", threads, "worker threads running the tiles"},
+          {"skinny", {0, 1},
+           "1: stream B unpacked, tile_n columns per task (decode shapes; AVX-512, row-major B)"},
       },
       {
           {"tile_m % 6 == 0 (micro-tile rows)",
@@ -265,6 +283,8 @@ KernelDescriptor make_cpu_descriptor() {
            [](const LaunchConfig& c) { return c.get_or("tile_n", 0) > 0 && c.get_or("tile_n", 0) % 32 == 0; }},
           {"tile_k >= 1", [](const LaunchConfig& c) { return c.get_or("tile_k", 0) >= 1; }},
           {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
+          {"skinny is 0 or 1",
+           [](const LaunchConfig& c) { return c.get_or("skinny", -1) == 0 || c.get_or("skinny", -1) == 1; }},
           {"(tile_m + tile_n) * tile_k * 4 <= L2 bytes per core (packed panels stay in L2)",
            [l2 = l2_budget_bytes()](const LaunchConfig& c) {
              return (c.get_or("tile_m", 0) + c.get_or("tile_n", 0)) * c.get_or("tile_k", 0) * 4 <=
@@ -304,8 +324,15 @@ KernelDescriptor make_cpu_descriptor() {
     }
     const std::int64_t tiles = ceil_div(s.m, tm) * ceil_div(s.n, tn);
     LaunchConfig point;
-    point.set("tile_m", tm).set("tile_n", tn).set("tile_k", 256);
+    point.set("tile_m", tm).set("tile_n", tn).set("tile_k", 256).set("skinny", 0);
     point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
+    // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
+    // so stream it unpacked, 256 columns per task. See gemm_skinny_avx512.cpp.
+    if (s.m <= 16 && !tiny && gemm_cpu_isa() == "avx512" && shape.args().back().contiguous) {
+      point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
+      point.set("tile_n", 256);
+      point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, 256)));
+    }
     return complete_gemm_config(shape, point);
   };
   d.flop_count = [](const ShapeKey& shape) {
@@ -347,17 +374,37 @@ Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config) {
   if (Status st = check_gemm_config(key, config); !st) return st;
   if (s.m == 0 || s.n == 0) return Status::ok();
 
+  const detail::BiasView bias = detail::broadcast_bias(args, s.m, s.n);
+  const auto threads = static_cast<int>(config.get_or("threads", 1));
+  if (config.get_or("skinny", 0) == 1) {
+    if (args.mat2.stride(1) != 1 && s.n > 1) {
+      return Status::unsupported("skinny=1 needs mat2 with unit column stride (row-major)");
+    }
+    const detail::SkinnyArgs sk{args.mat1.data_as<const float>(), args.mat1.stride(0),
+                                args.mat1.stride(1), args.mat2.data_as<const float>(),
+                                args.mat2.stride(0), args.out.data_as<float>(),
+                                args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
+                                args.alpha};
+    const std::int64_t cols = config.get_or("tile_n", 256);
+    ThreadPool::global().parallel_for(ceil_div(s.n, cols), threads, [&](std::int64_t t) {
+      const std::int64_t j0 = t * cols;
+      const std::int64_t j1 = std::min(s.n, j0 + cols);
+      init_output(args, bias, 0, s.m, j0, j1);
+      if (s.k > 0) detail::skinny_columns_avx512(sk, j0, j1);
+    });
+    return Status::ok();
+  }
+
   TileJob job{};
   job.args = &args;
   job.shape = s;
-  job.bias = detail::broadcast_bias(args, s.m, s.n);
+  job.bias = bias;
   job.micro = active_micro_kernel();
   job.tile_m = config.get_or("tile_m", 96);
   job.tile_n = config.get_or("tile_n", 256);
   job.tile_k = config.get_or("tile_k", 256);
   job.tiles_n = ceil_div(s.n, job.tile_n);
   const std::int64_t tiles = ceil_div(s.m, job.tile_m) * job.tiles_n;
-  const auto threads = static_cast<int>(config.get_or("threads", 1));
   ThreadPool::global().parallel_for(tiles, threads,
                                     [&job](std::int64_t tile) { run_tile(job, tile); });
   return Status::ok();

@@ -28,6 +28,23 @@ MicroKernelInfo micro_kernel_avx512();
 MicroKernelInfo micro_kernel_avx2();
 MicroKernelInfo micro_kernel_generic();
 
+/// The operands of the skinny-M path: B row-major (unit column stride), any A strides.
+struct SkinnyArgs {
+  const float* a;
+  std::int64_t a_row_stride, a_col_stride;
+  const float* b;
+  std::int64_t ldb;
+  float* c;
+  std::int64_t ldc;
+  std::int64_t m, k;
+  std::int64_t tile_k;
+  float alpha;
+};
+
+/// C[:, col_begin:col_end] += alpha * A @ B[:, col_begin:col_end], streaming B unpacked in
+/// strips of 64 columns x tile_k rows (AVX-512 only).
+void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
+
 /// Where the bias comes from once broadcast to [M, N]: element (i, j) is at
 /// data[i * row_stride + j * col_stride]. `data` is null when there is no bias term.
 struct BiasView {

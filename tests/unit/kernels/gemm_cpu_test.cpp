@@ -28,9 +28,11 @@ TensorView view_of(const at::Tensor& t) {
   return v;
 }
 
-LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64_t threads) {
+LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64_t threads,
+                    std::int64_t skinny = 0) {
   LaunchConfig c;
   c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
+  c.set("skinny", skinny);
   return c;
 }
 
@@ -240,10 +242,64 @@ TEST(GemmCpu, InvalidConfigIsAStatusNotACrash) {
   LaunchConfig missing;
   missing.set("tile_m", 6);
   EXPECT_FALSE(gemm_f32_cpu(args, missing).is_ok());
+  EXPECT_FALSE(gemm_f32_cpu(args, config(6, 32, 64, 1, 2)).is_ok());  // skinny is 0 or 1
   LaunchConfig wrong_grid = config(6, 32, 64, 1);
   wrong_grid.grid = {5, 5, 1};
   wrong_grid.block = {32, 6, 1};
   EXPECT_FALSE(gemm_f32_cpu(args, wrong_grid).is_ok());
+}
+
+TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
+  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only; CPU: " << cpu_isa_level();
+  at::manual_seed(8);
+  // Rows 1..16 cover every row-group size (6, 6, 4 ...); N covers strip tails (64-wide strips,
+  // masked vectors); K covers K-block tails.
+  for (const Shape& s : std::vector<Shape>{{1, 1, 1}, {1, 300, 70}, {2, 513, 129}, {5, 64, 64},
+                                           {6, 7, 1000}, {7, 260, 33}, {13, 1000, 96},
+                                           {16, 257, 300}, {40, 100, 90}}) {
+    const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
+    const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
+    const at::Tensor bias = at::rand({s.n});
+    for (const LaunchConfig& cfg : {config(6, 64, 256, 2, 1), config(6, 32, 64, 1, 1),
+                                    config(6, 512, 128, 4, 1)}) {
+      const std::string what = "skinny " + std::to_string(s.m) + "x" + std::to_string(s.k) +
+                               "x" + std::to_string(s.n) + " " + cfg.str();
+      expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
+      expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+      // A may have any strides: a transposed view.
+      expect_matches(bias, a.t().contiguous().t(), b, 1.0F, 1.0F, cfg, what + " A column-major");
+    }
+  }
+}
+
+TEST(GemmCpu, SkinnyPathRefusesColumnMajorB) {
+  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
+  const at::Tensor a = at::rand({3, 40});
+  const at::Tensor b = at::rand({50, 40}).t();  // [40, 50], column-major
+  at::Tensor out = at::empty({3, 50});
+  AddmmArgs args;
+  args.out = view_of(out);
+  args.mat1 = view_of(a);
+  args.mat2 = view_of(b);
+  const Status st = gemm_f32_cpu(args, config(6, 64, 64, 1, 1));
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.reason().find("unit column stride"), std::string::npos) << st.reason();
+}
+
+TEST(GemmCpu, SkinnyPathNeedsAvx512) {
+  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "needs an AVX-512 CPU to force another path";
+  IsaGuard guard("avx2");
+  const at::Tensor a = at::rand({3, 40});
+  const at::Tensor b = at::rand({40, 50});
+  at::Tensor out = at::empty({3, 50});
+  AddmmArgs args;
+  args.out = view_of(out);
+  args.mat1 = view_of(a);
+  args.mat2 = view_of(b);
+  EXPECT_FALSE(gemm_f32_cpu(args, config(6, 64, 64, 1, 1)).is_ok());
+  // The default heuristic never picks it off AVX-512.
+  const auto cfg = gemm_f32_cpu_descriptor().default_config(addmm_shape_key(1, 4096, 4096, false));
+  EXPECT_EQ(cfg.get_or("skinny", -1), 0) << cfg.str();
 }
 
 TEST(GemmCpu, ForcingAnUnknownIsaIsRejected) {

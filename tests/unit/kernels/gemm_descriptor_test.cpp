@@ -27,12 +27,13 @@ TEST(GemmDescriptor, CpuSpaceEnumeratesOnlyValidPoints) {
   // tile_n, and panels within this CPU's L2.
   std::size_t expected = 0;
   const auto& params = d.space.params();
-  ASSERT_EQ(params.size(), 4U);
+  ASSERT_EQ(params.size(), 5U);
+  ASSERT_EQ(params[4].name, "skinny");
   for (const auto tm : params[0].candidates) {
     for (const auto tn : params[1].candidates) {
       for (const auto tk : params[2].candidates) {
         const bool ok = tm % 6 == 0 && tn % 32 == 0 && (tm + tn) * tk * 4 <= l2_budget_bytes();
-        expected += ok ? params[3].candidates.size() : 0;
+        expected += ok ? params[3].candidates.size() * params[4].candidates.size() : 0;
       }
     }
   }
@@ -42,7 +43,7 @@ TEST(GemmDescriptor, CpuSpaceEnumeratesOnlyValidPoints) {
 TEST(GemmDescriptor, ConstraintViolationsAreNamed) {
   const auto& d = gemm_f32_cpu_descriptor();
   LaunchConfig p;
-  p.set("tile_m", 10).set("tile_n", 64).set("tile_k", 64).set("threads", 1);
+  p.set("tile_m", 10).set("tile_n", 64).set("tile_k", 64).set("threads", 1).set("skinny", 0);
   const Status st = d.space.check(p);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.reason().find("tile_m % 6 == 0"), std::string::npos) << st.reason();
@@ -65,6 +66,21 @@ TEST(GemmDescriptor, DefaultConfigIsValidAndComplete) {
     EXPECT_EQ(c.grid.y * c.block.y >= m, true);
     EXPECT_EQ(LaunchConfig::parse(c.str()), c);
   }
+}
+
+TEST(GemmDescriptor, DefaultPicksSkinnyForDecodeShapesOnly) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  const bool avx512 = gemm_cpu_isa() == "avx512";
+  EXPECT_EQ(d.default_config(addmm_shape_key(1, 4096, 11008, false)).get_or("skinny", -1),
+            avx512 ? 1 : 0);
+  EXPECT_EQ(d.default_config(addmm_shape_key(16, 4096, 4096, false)).get_or("skinny", -1),
+            avx512 ? 1 : 0);
+  EXPECT_EQ(d.default_config(addmm_shape_key(17, 4096, 4096, false)).get_or("skinny", -1), 0);
+  EXPECT_EQ(d.default_config(addmm_shape_key(512, 768, 768)).get_or("skinny", -1), 0);
+  // A transposed weight (linear's mat2 = weight.t()) is not row-major: packed path.
+  const ShapeKey transposed("aten::mm", {{DType::kFloat32, {1, 4096}, true},
+                                         {DType::kFloat32, {4096, 4096}, false}});
+  EXPECT_EQ(d.default_config(transposed).get_or("skinny", -1), 0);
 }
 
 TEST(GemmDescriptor, ShapeKeysAndCostModel) {
