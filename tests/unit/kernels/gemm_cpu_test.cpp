@@ -44,6 +44,15 @@ std::vector<std::string> runnable_isas() {
   return isas;
 }
 
+// Arguments of an mm into `out` (no bias).
+AddmmArgs mm_args(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  AddmmArgs args;
+  args.out = view_of(out);
+  args.mat1 = view_of(a);
+  args.mat2 = view_of(b);
+  return args;
+}
+
 // Restores automatic ISA selection when a test ends.
 struct IsaGuard {
   explicit IsaGuard(const std::string& isa) { force_cpu_isa(isa); }
@@ -56,10 +65,7 @@ void expect_matches(const at::Tensor& bias, const at::Tensor& a, const at::Tenso
   const std::int64_t m = a.size(0);
   const std::int64_t n = b.size(1);
   at::Tensor out = at::full({m, n}, std::nanf(""), at::kFloat);
-  AddmmArgs args;
-  args.out = view_of(out);
-  args.mat1 = view_of(a);
-  args.mat2 = view_of(b);
+  AddmmArgs args = mm_args(out, a, b);
   if (bias.defined()) args.self = view_of(bias);
   args.beta = beta;
   args.alpha = alpha;
@@ -136,10 +142,7 @@ TEST(GemmCpu, BetaZeroIgnoresNanInSelf) {
   const at::Tensor b = at::rand({10, 11});
   const at::Tensor bias = at::full({9, 11}, std::nanf(""));
   at::Tensor out = at::empty({9, 11});
-  AddmmArgs args;
-  args.out = view_of(out);
-  args.mat1 = view_of(a);
-  args.mat2 = view_of(b);
+  AddmmArgs args = mm_args(out, a, b);
   args.self = view_of(bias);
   args.beta = 0.0F;
   ASSERT_TRUE(gemm_f32_cpu(args, config(6, 32, 64, 1)).is_ok());
@@ -204,10 +207,7 @@ TEST(GemmCpu, BadInputIsAClearError) {
   const at::Tensor a = at::rand({4, 5});
   const at::Tensor b = at::rand({6, 7});
   at::Tensor out = at::empty({4, 7});
-  AddmmArgs args;
-  args.out = view_of(out);
-  args.mat1 = view_of(a);
-  args.mat2 = view_of(b);
+  AddmmArgs args = mm_args(out, a, b);
   try {
     (void)gemm_f32_cpu(args, config(6, 32, 64, 1));
     FAIL() << "mismatched inner dimensions were accepted";
@@ -232,10 +232,7 @@ TEST(GemmCpu, InvalidConfigIsAStatusNotACrash) {
   const at::Tensor a = at::rand({4, 5});
   const at::Tensor b = at::rand({5, 7});
   at::Tensor out = at::empty({4, 7});
-  AddmmArgs args;
-  args.out = view_of(out);
-  args.mat1 = view_of(a);
-  args.mat2 = view_of(b);
+  AddmmArgs args = mm_args(out, a, b);
   const Status not_multiple = gemm_f32_cpu(args, config(7, 32, 64, 1));
   EXPECT_FALSE(not_multiple.is_ok());
   EXPECT_NE(not_multiple.reason().find("tile_m % 6"), std::string::npos) << not_multiple.reason();
@@ -277,10 +274,7 @@ TEST(GemmCpu, SkinnyPathRefusesColumnMajorB) {
   const at::Tensor a = at::rand({3, 40});
   const at::Tensor b = at::rand({50, 40}).t();  // [40, 50], column-major
   at::Tensor out = at::empty({3, 50});
-  AddmmArgs args;
-  args.out = view_of(out);
-  args.mat1 = view_of(a);
-  args.mat2 = view_of(b);
+  AddmmArgs args = mm_args(out, a, b);
   const Status st = gemm_f32_cpu(args, config(6, 64, 64, 1, 1));
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.reason().find("unit column stride"), std::string::npos) << st.reason();
@@ -292,10 +286,7 @@ TEST(GemmCpu, SkinnyPathNeedsAvx512) {
   const at::Tensor a = at::rand({3, 40});
   const at::Tensor b = at::rand({40, 50});
   at::Tensor out = at::empty({3, 50});
-  AddmmArgs args;
-  args.out = view_of(out);
-  args.mat1 = view_of(a);
-  args.mat2 = view_of(b);
+  AddmmArgs args = mm_args(out, a, b);
   EXPECT_FALSE(gemm_f32_cpu(args, config(6, 64, 64, 1, 1)).is_ok());
   // The default heuristic never picks it off AVX-512.
   const auto cfg = gemm_f32_cpu_descriptor().default_config(addmm_shape_key(1, 4096, 4096, false));
