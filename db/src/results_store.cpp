@@ -1,4 +1,5 @@
 #include <ka/core/error.hpp>
+#include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
 #include <ka/db/schema.hpp>
 
@@ -100,6 +101,62 @@ void ResultsStore::finish_run(std::int64_t run_id, bool ok) {
       .bind(1, ok ? "complete" : "failed")
       .bind(2, run_id)
       .run();
+  tx.commit();
+}
+
+std::size_t ResultsStore::add_trials(std::int64_t run_id, const std::vector<TrialRow>& rows) {
+  Transaction tx(db_);
+  auto exists = db_.prepare(
+      "SELECT 1 FROM trials WHERE run_id = ? AND shape_key = ? AND kernel = ? AND config = ?");
+  auto st = db_.prepare(
+      "INSERT INTO trials (run_id, op, shape_key, kernel, kernel_version, config, disposition, "
+      "error, median_ns, mean_ns, min_ns, max_ns, stddev_ns, ci95_ns, repetitions, cache_state, "
+      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) "
+      "ON CONFLICT (run_id, shape_key, kernel, config) DO UPDATE SET op = excluded.op, "
+      "kernel_version = excluded.kernel_version, disposition = excluded.disposition, "
+      "error = excluded.error, median_ns = excluded.median_ns, mean_ns = excluded.mean_ns, "
+      "min_ns = excluded.min_ns, max_ns = excluded.max_ns, stddev_ns = excluded.stddev_ns, "
+      "ci95_ns = excluded.ci95_ns, repetitions = excluded.repetitions, "
+      "cache_state = excluded.cache_state, created_at = excluded.created_at");
+  std::size_t added = 0;
+  for (const TrialRow& r : rows) {
+    exists.reset();
+    exists.bind(1, run_id).bind(2, r.shape_key).bind(3, r.kernel).bind(4, r.config);
+    if (!exists.step()) ++added;
+    exists.reset();
+    st.reset();
+    st.bind(1, run_id)
+        .bind(2, r.op)
+        .bind(3, r.shape_key)
+        .bind(4, r.kernel)
+        .bind(5, r.kernel_version)
+        .bind(6, r.config)
+        .bind(7, to_string(r.disposition))
+        .bind(8, r.error)
+        .bind(9, r.median_ns)
+        .bind(10, r.mean_ns)
+        .bind(11, r.min_ns)
+        .bind(12, r.max_ns)
+        .bind(13, r.stddev_ns)
+        .bind(14, r.ci95_ns)
+        .bind(15, r.repetitions)
+        .bind(16, r.cache_state)
+        .run();
+  }
+  tx.commit();
+  return added;
+}
+
+void ResultsStore::record_device(const DeviceFingerprint& fingerprint) {
+  Transaction tx(db_);
+  ka::db::record_device(db_, fingerprint.key(), fields_json(fingerprint));
+  tx.commit();
+}
+
+void ResultsStore::put_recommendations(const std::vector<Recommendation>& rows) {
+  Transaction tx(db_);
+  ka::db::put_recommendations(db_, rows);
   tx.commit();
 }
 

@@ -63,20 +63,88 @@ CREATE TABLE results (
 );
 CREATE INDEX results_by_shape ON results (shape_key, impl);
 )sql",
+    // 1 -> 2: devices, tuning trials and the recommendation table (DESIGN.md §7).
+    // See Note [Recommendation rows].
+    R"sql(
+CREATE TABLE devices (
+  id           INTEGER PRIMARY KEY,
+  fingerprint  TEXT NOT NULL UNIQUE,           -- DeviceFingerprint::key()
+  fields_json  TEXT NOT NULL,                  -- DeviceFingerprint::fields() as a JSON object
+  first_seen   TEXT NOT NULL,                  -- ISO 8601, UTC
+  last_seen    TEXT NOT NULL
+);
+CREATE TABLE trials (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  op              TEXT NOT NULL,               -- operator overload or fusion pattern
+  shape_key       TEXT NOT NULL,               -- ShapeKey canonical form
+  kernel          TEXT NOT NULL,
+  kernel_version  INTEGER NOT NULL,
+  config          TEXT NOT NULL,               -- LaunchConfig canonical form
+  disposition     TEXT NOT NULL
+                  CHECK (disposition IN ('ok', 'failed', 'timeout', 'incorrect', 'unsupported')),
+  error           TEXT,
+  median_ns       REAL,
+  mean_ns         REAL,
+  min_ns          REAL,
+  max_ns          REAL,
+  stddev_ns       REAL,
+  ci95_ns         REAL,                        -- half-width of the 95% confidence interval
+  repetitions     INTEGER,
+  cache_state     TEXT NOT NULL DEFAULT 'hot' CHECK (cache_state IN ('hot', 'cold')),
+  created_at      TEXT NOT NULL,
+  -- A resumed sweep re-inserting a trial updates it instead of adding a second row.
+  UNIQUE (run_id, shape_key, kernel, config)
+);
+CREATE INDEX trials_by_shape ON trials (op, shape_key, kernel, kernel_version);
+CREATE TABLE recommendations (
+  id                 INTEGER PRIMARY KEY,
+  fingerprint        TEXT NOT NULL REFERENCES devices(fingerprint),
+  op                 TEXT NOT NULL,            -- operator overload or fusion pattern
+  shape_key          TEXT NOT NULL,            -- ShapeKey canonical form; '*' = the op's default
+  kernel             TEXT NOT NULL,
+  kernel_version     INTEGER NOT NULL,
+  config             TEXT NOT NULL,            -- LaunchConfig canonical form
+  fusion             TEXT,                     -- measured fusion decision; NULL = none
+  median_ns          REAL,                     -- median of the winning trial
+  gain_over_default  REAL,                     -- default config's median / this median
+  source_run         INTEGER,                  -- runs.id in the database that tuned it
+  created_at         TEXT NOT NULL,
+  UNIQUE (fingerprint, op, shape_key, kernel)
+);
+CREATE INDEX recommendations_by_kernel ON recommendations (kernel, kernel_version);
+)sql",
 };
+
+// Note [Recommendation rows]
+// `recommendations.fingerprint` references `devices`, so every table names a device whose
+// fields can be shown; writers add a device row when they meet a new fingerprint.
+// `source_run` is deliberately not a foreign key: an exported table (a database holding
+// only recommendations and their device row, see Note [Export files]) keeps the id of the
+// run in the database that tuned it, which the exported file does not contain.
+// Indices: UNIQUE (fingerprint, op, shape_key, kernel) serves per-device and per-op queries
+// (show, export, the upsert itself); recommendations_by_kernel finds the rows a new kernel
+// version makes stale; trials_by_shape serves winner selection and replay per shape, and
+// UNIQUE (run_id, ...) a resumed sweep's "already measured?" check. RecommendationTable::load
+// reads every row on purpose: it counts and logs the rows it must skip.
 
 constexpr int kSteps = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 static_assert(kSteps == kSchemaVersion, "one migration step per schema version");
 
 }  // namespace
 
-void migrate(Connection& db) {
+void migrate(Connection& db) { detail::migrate_to(db, kSchemaVersion); }
+
+namespace detail {
+
+void migrate_to(Connection& db, int target) {
+  KA_ASSERT(target >= 0 && target <= kSchemaVersion, "bad target schema version ", target);
   const int version = db.user_version();
   KA_CHECK_TYPE(DbError, version <= kSchemaVersion, db.path(), ": database schema version ",
                 version, " is newer than this ka supports (", kSchemaVersion,
                 "); use a newer ka or another --db");
   KA_CHECK_TYPE(DbError, version >= 0, db.path(), ": bad schema version ", version);
-  for (int step = version; step < kSchemaVersion; ++step) {
+  for (int step = version; step < target; ++step) {
     Transaction tx(db);
     db.exec(kMigrations[step]);
     db.set_user_version(step + 1);
@@ -84,4 +152,5 @@ void migrate(Connection& db) {
   }
 }
 
+}  // namespace detail
 }  // namespace ka::db

@@ -67,7 +67,7 @@ TEST_F(DbTest, EmptyFileMigratesToCurrentSchema) {
   EXPECT_EQ(db.user_version(), 0);
   migrate(db);
   EXPECT_EQ(db.user_version(), kSchemaVersion);
-  for (const char* table : {"runs", "results"}) {
+  for (const char* table : {"runs", "results", "devices", "trials", "recommendations"}) {
     auto st = db.prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?");
     st.bind(1, table);
     ASSERT_TRUE(st.step());
@@ -75,6 +75,97 @@ TEST_F(DbTest, EmptyFileMigratesToCurrentSchema) {
   }
   migrate(db);  // idempotent
   EXPECT_EQ(db.user_version(), kSchemaVersion);
+}
+
+TEST_F(DbTest, VersionOneMigratesToTwoKeepingItsRows) {
+  {
+    Connection db(path("v1.db"));
+    detail::migrate_to(db, 1);
+    EXPECT_EQ(db.user_version(), 1);
+    db.exec(
+        "INSERT INTO runs (started_at, status, tool, command_line, host, ka_version, git_sha, "
+        "device, fingerprint, fingerprint_json, threads) VALUES ('t', 'complete', 'ka-bench', "
+        "'c', 'h', '0', 'abc', 'cpu', 'cpu|x', '{}', 2)");
+    auto st = db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'trials'");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_int64(0), 0);
+  }
+  ResultsStore store(path("v1.db"));  // migrates 1 -> 2
+  Connection& db = store.connection();
+  EXPECT_EQ(db.user_version(), 2);
+  EXPECT_EQ(count(db, "runs"), 1);
+  const auto run = store.begin_run(run_info());
+  EXPECT_EQ(run, 2);
+  store.add_results(run, {row("a")});
+  TrialRow trial;
+  trial.op = "aten::mm";
+  trial.shape_key = "aten::mm(f32[1,1]c,f32[1,1]c)";
+  trial.kernel = "gemm";
+  trial.kernel_version = 1;
+  trial.config = "grid=1x1x1 block=1x1x1";
+  EXPECT_EQ(store.add_trials(1, {trial}), 1U);  // a trial of the pre-migration run
+  EXPECT_EQ(count(db, "trials"), 1);
+}
+
+TEST_F(DbTest, ResumedTrialsUpdateInsteadOfDuplicating) {
+  ResultsStore store(path("trials.db"));
+  const auto run = store.begin_run(run_info());
+  auto trial = [](const std::string& config, double median_ns, Disposition d) {
+    TrialRow r;
+    r.op = "aten::addmm";
+    r.shape_key = "aten::addmm(f32[8]c,f32[4,8]c,f32[8,8]c)";
+    r.kernel = "gemm_f32_blocked";
+    r.kernel_version = 1;
+    r.config = config;
+    r.disposition = d;
+    r.median_ns = median_ns;
+    r.ci95_ns = 0.5;
+    r.repetitions = 9;
+    return r;
+  };
+  const std::string a = "grid=1x1x1 block=64x64x1 tile_k=128";
+  const std::string b = "grid=1x1x1 block=32x32x1 tile_k=128";
+  EXPECT_EQ(store.add_trials(
+                run, {trial(a, 100.0, Disposition::kOk), trial(b, 0.0, Disposition::kTimeout)}),
+            2U);
+  // The sweep is killed and resumes: the same trials come again, one re-measured.
+  EXPECT_EQ(store.add_trials(
+                run, {trial(a, 90.0, Disposition::kOk), trial(b, 0.0, Disposition::kTimeout)}),
+            0U);
+  Connection& db = store.connection();
+  EXPECT_EQ(count(db, "trials"), 2);
+  auto st = db.prepare("SELECT median_ns, ci95_ns, repetitions FROM trials WHERE config = ?");
+  st.bind(1, a);
+  ASSERT_TRUE(st.step());
+  EXPECT_DOUBLE_EQ(st.column_double(0), 90.0);
+  EXPECT_DOUBLE_EQ(st.column_double(1), 0.5);
+  EXPECT_EQ(st.column_int64(2), 9);
+  // Another run keeps its own trials.
+  const auto run2 = store.begin_run(run_info());
+  EXPECT_EQ(store.add_trials(run2, {trial(a, 95.0, Disposition::kOk)}), 1U);
+  EXPECT_EQ(count(db, "trials"), 3);
+  // The schema refuses what no disposition or cache state names, and nothing half-written
+  // stays.
+  auto bad = trial("grid=2x1x1 block=1x1x1", 1.0, Disposition::kOk);
+  bad.cache_state = "lukewarm";
+  EXPECT_THROW(
+      store.add_trials(run2, {trial("grid=3x1x1 block=1x1x1", 1.0, Disposition::kOk), bad}),
+      DbError);
+  EXPECT_EQ(count(db, "trials"), 3);
+}
+
+TEST_F(DbTest, DevicesAreRecordedOnceAndRefreshed) {
+  ResultsStore store(path("dev.db"));
+  DeviceFingerprint fp = cpu_fingerprint();
+  store.record_device(fp);
+  store.record_device(fp);
+  Connection& db = store.connection();
+  EXPECT_EQ(count(db, "devices"), 1);
+  auto st = db.prepare("SELECT fingerprint, fields_json FROM devices");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.column_text(0), fp.key());
+  EXPECT_NE(st.column_text(1).find("\"isa\":\"" + fp.isa + "\""), std::string::npos)
+      << st.column_text(1);
 }
 
 TEST_F(DbTest, NewerSchemaIsRefusedWithAClearMessage) {

@@ -1,8 +1,11 @@
 // ResultsStore: runs and benchmark results in the ka database.
 #pragma once
 
+#include <ka/core/fingerprint.hpp>
+#include <ka/db/recommendation_table.hpp>
 #include <ka/db/sqlite.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,6 +68,25 @@ struct ResultRow {
   std::optional<double> pct_peak;
 };
 
+/// One row of `trials`: one configuration of one kernel measured on one shape in a sweep.
+struct TrialRow {
+  std::string op;  ///< Operator overload or fusion pattern.
+  std::string shape_key;
+  std::string kernel;
+  int kernel_version = 0;
+  std::string config;  ///< LaunchConfig canonical form.
+  Disposition disposition = Disposition::kOk;
+  std::string error;
+  std::optional<double> median_ns;
+  std::optional<double> mean_ns;
+  std::optional<double> min_ns;
+  std::optional<double> max_ns;
+  std::optional<double> stddev_ns;
+  std::optional<double> ci95_ns;  ///< Half-width of the 95% confidence interval.
+  std::int64_t repetitions = 0;
+  std::string cache_state = "hot";  ///< hot or cold.
+};
+
 /// The ka database opened for writing, migrated to the current schema.
 ///
 ///   ResultsStore store("ka.db");
@@ -82,6 +104,15 @@ class ResultsStore {
   void add_results(std::int64_t run_id, const std::vector<ResultRow>& rows);
   /// Marks the run complete (or failed) and stamps its end time.
   void finish_run(std::int64_t run_id, bool ok);
+
+  /// Records `rows` for `run_id` in one transaction. A trial already stored for the run (same
+  /// shape key, kernel and config, as when a sweep resumes) is updated in place, never
+  /// duplicated. Returns how many rows were new.
+  std::size_t add_trials(std::int64_t run_id, const std::vector<TrialRow>& rows);
+  /// Adds or refreshes the `devices` row of `fingerprint`.
+  void record_device(const DeviceFingerprint& fingerprint);
+  /// Inserts or replaces recommendations (see ka::db::put_recommendations), in one transaction.
+  void put_recommendations(const std::vector<Recommendation>& rows);
 
   [[nodiscard]] Connection& connection() noexcept { return db_; }
 
