@@ -16,7 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -40,6 +42,23 @@ constexpr const char* kImplKa = "ka";
 constexpr const char* kImplLibtorch = "libtorch";
 constexpr std::uint64_t kSeed = 20261130;
 
+// Note [Interrupting a run]
+// The first SIGINT/SIGTERM only sets a flag: the benchmark under way finishes its
+// repetitions (Google Benchmark 1.7 aborts when the repetitions of one benchmark report
+// different iteration counts, so it cannot stop half-way), every benchmark not yet started is
+// skipped as INTERRUPTED, the finished results are stored and the run is marked failed. The
+// handler restores the default action, so a second signal kills the process at once.
+std::atomic<int> g_interrupt_signal{0};
+
+extern "C" void on_interrupt(int signal_number) {
+  g_interrupt_signal.store(signal_number, std::memory_order_relaxed);
+  std::signal(signal_number, SIG_DFL);
+}
+
+bool interrupted() { return g_interrupt_signal.load(std::memory_order_relaxed) != 0; }
+
+constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
+
 struct CaseState {
   SuiteCase c;
   ShapeKey key;
@@ -47,6 +66,8 @@ struct CaseState {
   bool checked = false;
   Disposition ka_disposition = Disposition::kOk;
   detail::CheckResult check;
+  bool ka_started = false;  // a repetition ran; see Note [Interrupting a run]
+  bool libtorch_started = false;
 };
 
 // What one benchmark (one case, one impl) produced.
@@ -73,6 +94,7 @@ struct Session {
   std::string libtorch_kernel;
   std::map<std::string, Outcome> outcomes;  // by benchmark name
   bool db_failed = false;
+  std::size_t rows_stored = 0;
 
   // Cases' tensors are built on first use and dropped when another case starts: the ka and
   // libtorch benchmarks of a case run back to back, so each case is built once.
@@ -108,6 +130,11 @@ void ensure_checked(Session& s, std::size_t i) {
 
 void bench_ka(benchmark::State& state, Session* s, std::size_t i) {
   CaseState& cs = s->cases[i];
+  if (interrupted() && !cs.ka_started) {
+    state.SkipWithError(kInterrupted);
+    return;
+  }
+  cs.ka_started = true;
   ensure_checked(*s, i);
   if (cs.ka_disposition != Disposition::kOk) {
     const std::string label = cs.ka_disposition == Disposition::kIncorrect ? "INCORRECT: "
@@ -125,11 +152,18 @@ void bench_ka(benchmark::State& state, Session* s, std::size_t i) {
       state.SkipWithError(("UNSUPPORTED: " + st.reason()).c_str());
       break;
     }
+
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
   }
 }
 
 void bench_libtorch(benchmark::State& state, Session* s, std::size_t i) {
+  CaseState& cs = s->cases[i];
+  if (interrupted() && !cs.libtorch_started) {
+    state.SkipWithError(kInterrupted);
+    return;
+  }
+  cs.libtorch_started = true;
   detail::GemmCase* g = nullptr;
   try {
     g = &s->materialize(i);
@@ -142,6 +176,7 @@ void bench_libtorch(benchmark::State& state, Session* s, std::size_t i) {
     const auto t0 = Clock::now();
     g->run_libtorch();
     const auto t1 = Clock::now();
+
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
   }
 }
@@ -256,8 +291,11 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
  private:
   void write(const std::string& name, const Outcome& o) {
     if (!s_.store) return;
+    // A benchmark an interrupt kept from starting has nothing to store.
+    if (o.per_call_ns.empty() && o.error == kInterrupted) return;
     try {
       s_.store->add_results(s_.run_id, {make_row(s_, name, o)});
+      ++s_.rows_stored;
     } catch (const Error& e) {
       // Keep measuring; the run is marked failed at the end and the error is shown.
       s_.db_failed = true;
@@ -471,7 +509,12 @@ int run_suite(const BenchOptions& options) {
                                    : benchmark::ConsoleReporter::OO_None);
   }
   CollectingReporter reporter(s, std::move(inner), console);
+  g_interrupt_signal.store(0);
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   reporter.flush();
   benchmark::Shutdown();
   s.current.reset();
@@ -484,9 +527,16 @@ int run_suite(const BenchOptions& options) {
       all_ok = false;
     }
   }
+  const int signal_number = g_interrupt_signal.load();
   if (s.store) {
-    s.store->finish_run(s.run_id, all_ok && !s.db_failed);
-    fmt::print(out, "stored {} benchmark results in {} (run {})\n", ran, options.db_path, s.run_id);
+    s.store->finish_run(s.run_id, all_ok && !s.db_failed && signal_number == 0);
+    fmt::print(out, "stored {} benchmark results in {} (run {}{})\n", s.rows_stored,
+               options.db_path, s.run_id, signal_number != 0 ? ", marked failed: interrupted" : "");
+  }
+  if (signal_number != 0) {
+    fmt::print(stderr, "ka-bench: interrupted by signal {}; the results measured so far are "
+                       "stored\n", signal_number);
+    return 128 + signal_number;
   }
   KA_CHECK_TYPE(DbError, !s.db_failed, "some results could not be written to ", options.db_path,
                 " (see the errors above)");

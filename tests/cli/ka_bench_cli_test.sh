@@ -18,6 +18,7 @@ case "$case_name" in
     [ $rc -eq 0 ] || fail "exit $rc, expected 0"
     grep -q "ka-bench summary" "$tmp/out" || fail "no summary table"
     grep -qE "^primes +37 +53 +71 " "$tmp/out" || fail "no row for case 'primes'"
+    grep -q "^stored 10 benchmark results in $tmp/ka.db (run 1)" "$tmp/out" || fail "closing line"
     rows=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results")
     [ "$rows" = "10" ] || fail "expected 10 result rows (5 cases x ka/libtorch), got $rows"
     ok=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE disposition='ok' AND median_ns > 0 AND repetitions = 2")
@@ -106,6 +107,33 @@ case "$case_name" in
     "$ka_bench" --dump-dispatch aten::nope >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 2 ] || fail "unknown operator: expected exit 2"
     grep -q "operator 'aten::nope' is not registered in ka's dispatcher (ka serves: aten::addmm, aten::mm)" "$tmp/err" || fail "message"
+    ;;
+  interrupt)
+    # SIGINT mid-run: what finished is stored, the run is marked failed, exit 130.
+    "$ka_bench" --suite matmul --db "$tmp/ka.db" --repetitions 3 --min-time 0.2 >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    for _ in $(seq 1 600); do grep -q "^results:" "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+    grep -q "^results:" "$tmp/out" || { kill -9 $pid; fail "ka-bench did not start"; }
+    # Signal in the middle of a benchmark's repetitions (the 1024^3 ka benchmark runs for a
+    # second or more), the case that must not abort.
+    for _ in $(seq 1 600); do grep -q "square_512/libtorch" "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+    sleep 0.3
+    kill -INT $pid
+    for _ in $(seq 1 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    kill -0 $pid 2>/dev/null && { kill -9 $pid; fail "ka-bench did not stop within 60 s of SIGINT"; }
+    wait $pid
+    rc=$?
+    [ $rc -eq 130 ] || fail "exit $rc, expected 130 (128 + SIGINT)"
+    grep -q "interrupted by signal 2" "$tmp/err" || fail "no interruption message"
+    grep -qE "^stored $("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results") benchmark results in .*marked failed: interrupted" "$tmp/out" || fail "the closing line must count the rows stored"
+    status=$("$sqlite3" "$tmp/ka.db" "SELECT status FROM runs")
+    [ "$status" = "failed" ] || fail "run status '$status', expected failed"
+    ok=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE disposition = 'ok'")
+    [ "$ok" -ge 2 ] || fail "expected the finished benchmarks stored, got $ok ok rows"
+    total=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results")
+    [ "$total" -lt 42 ] || fail "all 42 benchmarks stored although the run was interrupted"
+    bad=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE error LIKE 'INTERRUPTED%' AND repetitions = 0")
+    [ "$bad" = "0" ] || fail "benchmarks that never ran were stored"
     ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;

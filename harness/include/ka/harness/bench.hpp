@@ -20,7 +20,8 @@ struct BenchOptions {
 };
 
 /// Runs the suite and prints the summary table. Returns the exit status: 0 when every ka
-/// result was correct, 1 when any case was INCORRECT or failed. Throws ka::ValueError for a
+/// result was correct, 1 when any case was INCORRECT or failed, 128 + N when signal N
+/// (SIGINT, SIGTERM) stopped the run (what finished is stored; the run is marked failed). Throws ka::ValueError for a
 /// bad suite or options (the caller exits 2) and ka::DbError when the database cannot be
 /// opened or written (checked before any benchmark runs).
 int run_suite(const BenchOptions& options);
