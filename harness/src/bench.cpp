@@ -529,7 +529,7 @@ int run_suite(const BenchOptions& options) {
   }
   const int signal_number = g_interrupt_signal.load();
   if (s.store) {
-    s.store->finish_run(s.run_id, all_ok && !s.db_failed && signal_number == 0);
+    s.store->finish_run(s.run_id, all_ok && !s.db_failed && signal_number == 0 && ran > 0);
     fmt::print(out, "stored {} benchmark results in {} (run {}{})\n", s.rows_stored,
                options.db_path, s.run_id, signal_number != 0 ? ", marked failed: interrupted" : "");
   }

@@ -97,6 +97,8 @@ case "$case_name" in
     rc=$?
     [ $rc -eq 2 ] || fail "exit $rc, expected 2"
     grep -q "no benchmark matched" "$tmp/err" || fail "message"
+    status=$("$sqlite3" "$tmp/ka.db" "SELECT status FROM runs")
+    [ "$status" = "failed" ] || fail "a run that measured nothing is '$status', expected failed"
     ;;
   dump_dispatch)
     "$ka_bench" --dump-dispatch aten::addmm >"$tmp/out" 2>"$tmp/err" || fail "exit $?"
