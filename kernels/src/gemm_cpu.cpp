@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -214,35 +215,50 @@ std::int64_t pick_candidate(const std::vector<std::int64_t>& candidates, std::in
   return candidates.back();
 }
 
+// The CPU "launch" of a GEMM: block = one tile_n x tile_m output tile, grid = the tiles.
+void gemm_grid(const GemmShape& s, std::int64_t tm, std::int64_t tn, Dim3& grid, Dim3& block) {
+  block = {tn, tm, 1};
+  grid = {std::max<std::int64_t>(1, ceil_div(s.n, tn)), std::max<std::int64_t>(1, ceil_div(s.m, tm)), 1};
+}
+
 LaunchConfig complete_gemm_config(const ShapeKey& shape, const LaunchConfig& point) {
-  const GemmShape s = gemm_shape(shape);
   LaunchConfig c = point;
-  const std::int64_t tm = point.get_or("tile_m", 1);
-  const std::int64_t tn = point.get_or("tile_n", 1);
-  c.block = {tn, tm, 1};
-  c.grid = {std::max<std::int64_t>(1, ceil_div(s.n, tn)), std::max<std::int64_t>(1, ceil_div(s.m, tm)), 1};
+  gemm_grid(gemm_shape(shape), point.get_or("tile_m", 1), point.get_or("tile_n", 1), c.grid, c.block);
   return c;
 }
 
-Status check_gemm_config(const ShapeKey& shape, const LaunchConfig& config) {
+bool uses_avx512() { return std::string_view(active_micro_kernel().isa) == "avx512"; }
+
+// Whether `config` can run a GEMM of shape `s`. Allocates nothing unless it refuses (it runs
+// on every call of gemm_f32_cpu).
+Status check_gemm_point(const GemmShape& s, bool mat2_row_major, const LaunchConfig& config) {
   const KernelDescriptor& d = gemm_f32_cpu_descriptor();
   if (Status st = d.space.check(config); !st) return st;
   if (config.get_or("skinny", 0) == 1) {
-    if (gemm_cpu_isa() != "avx512") {
+    if (!uses_avx512()) {
       return Status::unsupported("skinny=1 needs the AVX-512 path; this process uses " +
                                  gemm_cpu_isa());
     }
-    if (!shape.args().back().contiguous) {
+    if (!mat2_row_major) {
       return Status::unsupported("skinny=1 needs mat2 with unit column stride (row-major)");
     }
   }
-  const LaunchConfig expected = complete_gemm_config(shape, config);
+  Dim3 grid;
+  Dim3 block;
+  gemm_grid(s, config.get_or("tile_m", 1), config.get_or("tile_n", 1), grid, block);
   const bool unset = config.grid == Dim3{} && config.block == Dim3{};
-  if (!unset && (config.grid != expected.grid || config.block != expected.block)) {
-    return Status::unsupported("grid/block (" + config.str() + ") do not match the tiles; expected " +
-                               expected.str());
+  if (!unset && (config.grid != grid || config.block != block)) {
+    LaunchConfig expected = config;
+    expected.grid = grid;
+    expected.block = block;
+    return Status::unsupported("grid/block (" + config.str() +
+                               ") do not match the tiles; expected " + expected.str());
   }
   return Status::ok();
+}
+
+Status check_gemm_config(const ShapeKey& shape, const LaunchConfig& config) {
+  return check_gemm_point(gemm_shape(shape), shape.args().back().contiguous, config);
 }
 
 }  // namespace
@@ -328,7 +344,7 @@ KernelDescriptor make_cpu_descriptor() {
     point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
     // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
     // so stream it unpacked, 256 columns per task. See gemm_skinny_avx512.cpp.
-    if (s.m <= 16 && !tiny && gemm_cpu_isa() == "avx512" && shape.args().back().contiguous) {
+    if (s.m <= 16 && !tiny && uses_avx512() && shape.args().back().contiguous) {
       point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
       point.set("tile_n", 256);
       point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, 256)));
@@ -370,27 +386,32 @@ const KernelDescriptor& gemm_f32_cpu_descriptor() {
 
 Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config) {
   const GemmShape s = detail::validate_addmm(args, DeviceType::kCPU);
-  const ShapeKey key = addmm_shape_key(s.m, s.k, s.n, false);
-  if (Status st = check_gemm_config(key, config); !st) return st;
+  const bool mat2_row_major = args.mat2.stride(1) == 1 || s.n <= 1;
+  if (Status st = check_gemm_point(s, mat2_row_major, config); !st) return st;
   if (s.m == 0 || s.n == 0) return Status::ok();
 
   const detail::BiasView bias = detail::broadcast_bias(args, s.m, s.n);
   const auto threads = static_cast<int>(config.get_or("threads", 1));
   if (config.get_or("skinny", 0) == 1) {
-    if (args.mat2.stride(1) != 1 && s.n > 1) {
-      return Status::unsupported("skinny=1 needs mat2 with unit column stride (row-major)");
-    }
-    const detail::SkinnyArgs sk{args.mat1.data_as<const float>(), args.mat1.stride(0),
-                                args.mat1.stride(1), args.mat2.data_as<const float>(),
-                                args.mat2.stride(0), args.out.data_as<float>(),
-                                args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
-                                args.alpha};
-    const std::int64_t cols = config.get_or("tile_n", 256);
-    ThreadPool::global().parallel_for(ceil_div(s.n, cols), threads, [&](std::int64_t t) {
-      const std::int64_t j0 = t * cols;
-      const std::int64_t j1 = std::min(s.n, j0 + cols);
-      init_output(args, bias, 0, s.m, j0, j1);
-      if (s.k > 0) detail::skinny_columns_avx512(sk, j0, j1);
+    // One pointer captured: the std::function stays in its inline buffer (no allocation).
+    struct SkinnyJob {
+      const AddmmArgs* args;
+      detail::BiasView bias;
+      GemmShape shape;
+      detail::SkinnyArgs operands;
+      std::int64_t cols;
+    } const sj{&args, bias, s,
+               detail::SkinnyArgs{args.mat1.data_as<const float>(), args.mat1.stride(0),
+                                  args.mat1.stride(1), args.mat2.data_as<const float>(),
+                                  args.mat2.stride(0), args.out.data_as<float>(),
+                                  args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
+                                  args.alpha},
+               config.get_or("tile_n", 256)};
+    ThreadPool::global().parallel_for(ceil_div(s.n, sj.cols), threads, [p = &sj](std::int64_t t) {
+      const std::int64_t j0 = t * p->cols;
+      const std::int64_t j1 = std::min(p->shape.n, j0 + p->cols);
+      init_output(*p->args, p->bias, 0, p->shape.m, j0, j1);
+      if (p->shape.k > 0) detail::skinny_columns_avx512(p->operands, j0, j1);
     });
     return Status::ok();
   }

@@ -1,10 +1,10 @@
 // RecommendationTable lookups allocate nothing, counted by the replaced operator new of
 // alloc_counter.cpp.
+#include "alloc_counter.hpp"
 #include <ka/db/recommendation_table.hpp>
 
 #include <gtest/gtest.h>
 
-long ka_test_allocation_count();
 
 namespace ka::db {
 namespace {

@@ -1,6 +1,8 @@
-// Replaces the global operator new of the db test binary with one that counts calls, so
-// lookup_alloc_test.cpp can prove lookups allocate nothing. Kept in its own file: where the
+// Replaces the global operator new of a test binary with one that counts calls, so tests can
+// prove a hot path allocates nothing (see alloc_counter.hpp). Kept in its own file: where the
 // replacement is visible beside new-expressions GCC flags free() as mismatched with new.
+#include "alloc_counter.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
