@@ -49,18 +49,21 @@ const detail::MicroKernelInfo& micro_kernel_for(const std::string& isa) {
   return generic;
 }
 
+// The micro-kernel family `isa`, after checking the name and that this CPU can run it.
+// `source` names who asked (KA_CPU_ISA, force_cpu_isa) in the error.
+const detail::MicroKernelInfo& checked_micro_kernel(const std::string& isa, const char* source) {
+  KA_CHECK(isa == "avx512" || isa == "avx2" || isa == "generic", source, "='", isa,
+           "': expected avx512, avx2 or generic");
+  KA_CHECK(cpu_can_run(isa), source, "='", isa, "': this CPU supports only ", cpu_isa_level());
+  return micro_kernel_for(isa);
+}
+
 detail::MicroKernelInfo automatic_micro_kernel() {
   static const detail::MicroKernelInfo info = [] {
     if (const char* env = std::getenv("KA_CPU_ISA"); env != nullptr && *env != '\0') {
-      const std::string isa(env);
-      KA_CHECK(isa == "avx512" || isa == "avx2" || isa == "generic", "KA_CPU_ISA='", isa,
-               "': expected avx512, avx2 or generic");
-      KA_CHECK(cpu_can_run(isa), "KA_CPU_ISA='", isa, "' but this CPU supports only ",
-               cpu_isa_level());
-      return micro_kernel_for(isa);
+      return checked_micro_kernel(env, "KA_CPU_ISA");
     }
-    const std::string level = cpu_isa_level();
-    return micro_kernel_for(level == "avx512" ? "avx512" : level == "avx2" ? "avx2" : "generic");
+    return micro_kernel_for(cpu_isa_level());  // sse4.2 and generic get the portable kernel
   }();
   return info;
 }
@@ -372,11 +375,7 @@ void force_cpu_isa(const std::string& isa) {
     g_forced.store(nullptr, std::memory_order_release);
     return;
   }
-  KA_CHECK(isa == "avx512" || isa == "avx2" || isa == "generic", "unknown CPU ISA '", isa,
-           "': expected avx512, avx2 or generic");
-  KA_CHECK(cpu_can_run(isa), "cannot force ISA '", isa, "': this CPU supports only ",
-           cpu_isa_level());
-  g_forced.store(&micro_kernel_for(isa), std::memory_order_release);
+  g_forced.store(&checked_micro_kernel(isa, "force_cpu_isa"), std::memory_order_release);
 }
 
 const KernelDescriptor& gemm_f32_cpu_descriptor() {
