@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cmath>
@@ -112,6 +113,32 @@ struct Session {
   }
 };
 
+// A benchmark that did not produce timings reports "<LABEL>: <why>" through Google Benchmark's
+// error message, LABEL being the disposition in capitals; the reporter reads it back.
+std::string error_label(Disposition d) {
+  std::string label(db::to_string(d));
+  for (auto& ch : label) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return label;
+}
+
+Disposition disposition_of_error(const std::string& message) {
+  for (const Disposition d : {Disposition::kIncorrect, Disposition::kUnsupported}) {
+    if (message.rfind(error_label(d) + ":", 0) == 0) return d;
+  }
+  return Disposition::kFailed;  // FAILED and INTERRUPTED
+}
+
+// Skips a benchmark that had not started when the run was interrupted; one already under way
+// finishes its repetitions. See Note [Interrupting a run].
+bool skip_if_interrupted(benchmark::State& state, bool& started) {
+  if (interrupted() && !started) {
+    state.SkipWithError(kInterrupted);
+    return true;
+  }
+  started = true;
+  return false;
+}
+
 void ensure_checked(Session& s, std::size_t i) {
   CaseState& cs = s.cases[i];
   if (cs.checked) return;
@@ -119,8 +146,7 @@ void ensure_checked(Session& s, std::size_t i) {
   try {
     cs.check = s.materialize(i).check(cs.config, s.tolerance);
     if (!cs.check.correct) {
-      const bool refused = cs.check.detail.rfind("ka kernel refused", 0) == 0;
-      cs.ka_disposition = refused ? Disposition::kUnsupported : Disposition::kIncorrect;
+      cs.ka_disposition = cs.check.refused ? Disposition::kUnsupported : Disposition::kIncorrect;
     }
   } catch (const std::exception& e) {
     cs.ka_disposition = Disposition::kFailed;
@@ -130,17 +156,10 @@ void ensure_checked(Session& s, std::size_t i) {
 
 void bench_ka(benchmark::State& state, Session* s, std::size_t i) {
   CaseState& cs = s->cases[i];
-  if (interrupted() && !cs.ka_started) {
-    state.SkipWithError(kInterrupted);
-    return;
-  }
-  cs.ka_started = true;
+  if (skip_if_interrupted(state, cs.ka_started)) return;
   ensure_checked(*s, i);
   if (cs.ka_disposition != Disposition::kOk) {
-    const std::string label = cs.ka_disposition == Disposition::kIncorrect ? "INCORRECT: "
-                              : cs.ka_disposition == Disposition::kUnsupported ? "UNSUPPORTED: "
-                                                                              : "FAILED: ";
-    state.SkipWithError((label + cs.check.detail).c_str());
+    state.SkipWithError((error_label(cs.ka_disposition) + ": " + cs.check.detail).c_str());
     return;
   }
   detail::GemmCase& g = s->materialize(i);
@@ -149,34 +168,27 @@ void bench_ka(benchmark::State& state, Session* s, std::size_t i) {
     const Status st = g.run_ka(cs.config);
     const auto t1 = Clock::now();
     if (!st) {
-      state.SkipWithError(("UNSUPPORTED: " + st.reason()).c_str());
+      state.SkipWithError((error_label(Disposition::kUnsupported) + ": " + st.reason()).c_str());
       break;
     }
-
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
   }
 }
 
 void bench_libtorch(benchmark::State& state, Session* s, std::size_t i) {
-  CaseState& cs = s->cases[i];
-  if (interrupted() && !cs.libtorch_started) {
-    state.SkipWithError(kInterrupted);
-    return;
-  }
-  cs.libtorch_started = true;
+  if (skip_if_interrupted(state, s->cases[i].libtorch_started)) return;
   detail::GemmCase* g = nullptr;
   try {
     g = &s->materialize(i);
     g->run_libtorch();  // warm-up call, outside the timed loop
   } catch (const std::exception& e) {
-    state.SkipWithError((std::string("FAILED: ") + e.what()).c_str());
+    state.SkipWithError((error_label(Disposition::kFailed) + ": " + e.what()).c_str());
     return;
   }
   for (auto _ : state) {
     const auto t0 = Clock::now();
     g->run_libtorch();
     const auto t1 = Clock::now();
-
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
   }
 }
@@ -249,9 +261,7 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
       if (run.error_occurred) {
         if (o.error.empty()) shown.push_back(run);  // the same error repeats per repetition
         o.error = run.error_message;
-        o.disposition = o.error.rfind("INCORRECT", 0) == 0     ? Disposition::kIncorrect
-                        : o.error.rfind("UNSUPPORTED", 0) == 0 ? Disposition::kUnsupported
-                                                               : Disposition::kFailed;
+        o.disposition = disposition_of_error(o.error);
         continue;
       }
       if (run.run_type == Run::RT_Aggregate) {
@@ -348,9 +358,7 @@ void print_summary(const Session& s, std::FILE* out) {
     auto cells = [&](const Outcome* o) -> std::string {
       if (o == nullptr) return fmt::format("{:>10} {:>9} {:>6}", "-", "-", "-");
       if (o->disposition != Disposition::kOk) {
-        std::string what(db::to_string(o->disposition));
-        for (auto& ch : what) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-        return fmt::format("{:>28}", what);
+        return fmt::format("{:>28}", error_label(o->disposition));
       }
       const double gflops = o->summary.median > 0 ? flop / o->summary.median : 0.0;
       const double pct = s.peak_gflops > 0 ? gflops / s.peak_gflops * 100.0 : 0.0;

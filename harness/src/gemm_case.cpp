@@ -67,6 +67,7 @@ CheckResult GemmCase::check(const LaunchConfig& config, const Tolerance& toleran
   s.out_ka.fill_(std::numeric_limits<float>::quiet_NaN());  // unwritten elements must show
   run_libtorch();
   if (Status st = run_ka(config); !st) {
+    r.refused = true;
     r.detail = "ka kernel refused the case: " + st.reason();
     return r;
   }

@@ -24,6 +24,7 @@ struct Tolerance {
 
 struct CheckResult {
   bool correct = false;
+  bool refused = false;  ///< The kernel declined the case (a Status), nothing was compared.
   double max_abs_error = 0.0;
   std::string detail;  ///< Why it failed (first bad element, or the exception text).
 };
