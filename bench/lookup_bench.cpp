@@ -7,6 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -80,50 +81,39 @@ const Fixture& fixture(std::size_t entries) {
   return cache.emplace(entries, std::move(f)).first->second;
 }
 
-void BM_LookupExact(benchmark::State& state) {
-  const Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
+// Looks up keys[0 .. working_set) in turn, round and round.
+void cycle_lookups(benchmark::State& state, const RecommendationTable& table,
+                   const std::vector<ShapeKey>& keys, std::size_t working_set, const char* label) {
+  const std::size_t n = std::min(working_set, keys.size());
   std::size_t i = 0;
   for (auto _ : state) {
-    auto pick = f.table.lookup(f.tuned[i]);
+    auto pick = table.lookup(keys[i]);
     benchmark::DoNotOptimize(pick);
-    if (++i == f.tuned.size()) i = 0;
+    if (++i == n) i = 0;
   }
-  state.SetLabel("exact");
+  state.SetLabel(label);
+}
+
+void BM_LookupExact(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
+  cycle_lookups(state, f.table, f.tuned, f.tuned.size(), "exact");
 }
 
 // The same table, queried with a working set of 64 shapes (a model's GEMMs called over and
 // over, as the extractor sees them): the table's hot path, in cache.
 void BM_LookupExactHot(benchmark::State& state) {
   const Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
-  std::size_t i = 0;
-  for (auto _ : state) {
-    auto pick = f.table.lookup(f.tuned[i]);
-    benchmark::DoNotOptimize(pick);
-    i = (i + 1) & 63;
-  }
-  state.SetLabel("exact, 64 hot shapes");
+  cycle_lookups(state, f.table, f.tuned, 64, "exact, 64 hot shapes");
 }
 
 void BM_LookupNearestHot(benchmark::State& state) {
   const Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
-  std::size_t i = 0;
-  for (auto _ : state) {
-    auto pick = f.table.lookup(f.untuned[i]);
-    benchmark::DoNotOptimize(pick);
-    i = (i + 1) & 63;
-  }
-  state.SetLabel("nearest, 64 hot shapes");
+  cycle_lookups(state, f.table, f.untuned, 64, "nearest, 64 hot shapes");
 }
 
 void BM_LookupNearest(benchmark::State& state) {
   const Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
-  std::size_t i = 0;
-  for (auto _ : state) {
-    auto pick = f.table.lookup(f.untuned[i]);
-    benchmark::DoNotOptimize(pick);
-    if (++i == f.untuned.size()) i = 0;
-  }
-  state.SetLabel("nearest");
+  cycle_lookups(state, f.table, f.untuned, f.untuned.size(), "nearest");
 }
 
 void BM_LookupArchDefault(benchmark::State& state) {
