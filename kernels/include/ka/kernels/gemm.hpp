@@ -4,6 +4,7 @@
 #include <ka/core/launch_config.hpp>
 #include <ka/core/shape_key.hpp>
 #include <ka/core/status.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/kernel_descriptor.hpp>
 #include <ka/kernels/tensor_view.hpp>
 
@@ -11,6 +12,13 @@
 #include <string>
 
 namespace ka::kernels {
+
+/// An activation applied to each output element after bias (the GEMM + epilogue fusion), with
+/// the element-wise kernels' semantics (see EwOp).
+enum class Epilogue : std::uint8_t { kNone, kRelu, kGelu, kGeluTanh, kSigmoid, kSilu };
+
+/// "none", "relu", "gelu", "gelu_tanh", "sigmoid", "silu".
+const char* to_string(Epilogue e) noexcept;
 
 /// out = beta * self + alpha * (mat1 @ mat2), as aten::addmm; aten::mm when `self` is
 /// undefined (data == nullptr and ndim == 0). `self` broadcasts to [M, N] from 0-D, [N],
@@ -24,6 +32,15 @@ struct AddmmArgs {
   TensorView mat2;
   float beta = 1.0F;
   float alpha = 1.0F;
+  Epilogue epilogue = Epilogue::kNone;  ///< out = act(beta * self + alpha * mat1 @ mat2)
+};
+
+/// out[b] = mat1[b] @ mat2[b], as aten::bmm: mat1 [B, M, K], mat2 [B, K, N], out [B, M, N];
+/// any strides.
+struct BmmArgs {
+  TensorView out;
+  TensorView mat1;
+  TensorView mat2;
 };
 
 /// M, N, K of a GEMM and the bias layout, as derived from a shape key of aten::mm/addmm.
@@ -43,6 +60,18 @@ ShapeKey addmm_shape_key(std::int64_t m, std::int64_t k, std::int64_t n, bool wi
 /// Runs the blocked CPU GEMM. Throws ka::ValueError on inconsistent shapes, dtypes or
 /// devices (naming them); returns a not-ok Status when `config` cannot run this shape.
 Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config);
+/// The same as a grid of blocks for ka's executor (see CpuLaunch); `args` must outlive it.
+Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
+                            CpuLaunch& launch);
+/// Batched GEMM on CPU: the grid is batch x output tiles; config as the GEMM's (the shape key
+/// of a bmm is aten::bmm(mat1, mat2); the descriptor's heuristic sees one batch entry).
+Status prepare_bmm_f32_cpu(const BmmArgs& args, const LaunchConfig& config, CpuLaunch& launch);
+Status bmm_f32_cpu(const BmmArgs& args, const LaunchConfig& config);
+/// Batched GEMM on CUDA (the tiled SGEMM with blockIdx.z over the batch).
+Status bmm_f32_cuda(const BmmArgs& args, const LaunchConfig& config, void* stream);
+/// Descriptors of the batched GEMMs (same tunables as the 2-D ones; keys aten::bmm(...)).
+const KernelDescriptor& bmm_f32_cpu_descriptor();
+const KernelDescriptor& bmm_f32_cuda_descriptor();
 
 /// The CPU micro-kernel family in use: "avx512", "avx2" or "generic". Chosen from the CPU's
 /// features; KA_CPU_ISA=avx512|avx2|generic (or force_cpu_isa) selects a path explicitly.

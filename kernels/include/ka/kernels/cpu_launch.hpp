@@ -1,0 +1,47 @@
+// CpuLaunch: a CPU kernel prepared for one call, as a grid of independent blocks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace ka::kernels {
+
+/// What a CPU kernel's `prepare_*` function produces: `blocks` independent pieces of work
+/// (the grid) and a function that runs one of them. Whoever runs it (ka's executor, or
+/// run_on_pool) decides which thread runs which block; blocks never share writes. The kernel's
+/// per-call state is copied into `job` (trivially copyable, at most kJobBytes), so a CpuLaunch
+/// holds no heap memory; pointers in it refer to the kernel's arguments, which the caller keeps
+/// alive until every block has run.
+///
+///   CpuLaunch launch;
+///   if (Status st = prepare_elementwise_f32_cpu(args, config, launch); !st) return st;
+///   for (std::int64_t b = 0; b < launch.blocks; ++b) launch.run_block(b);
+struct CpuLaunch {
+  static constexpr std::size_t kJobBytes = 256;
+
+  std::int64_t blocks = 0;  ///< Grid volume; 0 means there is nothing to do.
+  int threads = 1;          ///< Most threads worth using (the config's `threads`).
+  void (*block_fn)(const void* job, std::int64_t block) = nullptr;
+  alignas(64) unsigned char job[kJobBytes] = {};
+
+  /// Stores `state` and binds Fn(state, block) as the block function.
+  template <class Job, void (*Fn)(const Job&, std::int64_t)>
+  void bind(const Job& state, std::int64_t grid_blocks, int max_threads) {
+    static_assert(std::is_trivially_copyable_v<Job>, "CpuLaunch jobs are copied bytewise");
+    static_assert(sizeof(Job) <= kJobBytes, "CpuLaunch job too large: raise kJobBytes");
+    static_assert(alignof(Job) <= 64, "CpuLaunch job over-aligned");
+    std::memcpy(job, &state, sizeof(Job));
+    blocks = grid_blocks;
+    threads = max_threads < 1 ? 1 : max_threads;
+    block_fn = [](const void* p, std::int64_t b) { Fn(*static_cast<const Job*>(p), b); };
+  }
+  void run_block(std::int64_t block) const { block_fn(job, block); }
+};
+
+/// Runs every block of `launch` on ThreadPool::global() with up to launch.threads threads
+/// (what the direct entry points such as gemm_f32_cpu do after preparing).
+void run_on_pool(const CpuLaunch& launch);
+
+}  // namespace ka::kernels
