@@ -209,7 +209,7 @@ Status elementwise_f32_cuda(const ElementwiseArgs& args, const LaunchConfig& con
       case 4:
         launch_vec4<1>(args.program, out, in, scalar_mask, n, threads, s);
         break;
-      default:  // two float4 per thread and step: more would spill under the 64-register cap
+      default:  // 8: two float4s per step; more would spill under the 64-register cap
         launch_vec4<2>(args.program, out, in, scalar_mask, n, threads, s);
         break;
     }

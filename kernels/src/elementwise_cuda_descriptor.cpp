@@ -1,0 +1,124 @@
+// The CUDA element-wise kernel's descriptor. Compiled everywhere (it is data), also where nvcc
+// is absent.
+#include <ka/core/error.hpp>
+#include <ka/kernels/elementwise.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace ka::kernels {
+namespace {
+
+constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;  // as elementwise_cuda.cu's grid cap
+
+// Elements of the broadcast of the key's tensors (numpy rules). Throws ka::ValueError when they
+// do not broadcast.
+std::int64_t broadcast_numel(const ShapeKey& key) {
+  std::vector<std::int64_t> out;
+  for (const TensorSpec& t : key.args()) {
+    if (t.sizes.size() > out.size()) out.insert(out.begin(), t.sizes.size() - out.size(), 1);
+    const std::size_t lead = out.size() - t.sizes.size();
+    for (std::size_t d = 0; d < t.sizes.size(); ++d) {
+      std::int64_t& o = out[lead + d];
+      const std::int64_t s = t.sizes[d];
+      KA_CHECK(s == o || s == 1 || o == 1, "shape key ", key.str(),
+               ": the tensors do not broadcast");
+      if (o == 1) o = s;
+    }
+  }
+  std::int64_t n = 1;
+  for (const std::int64_t s : out) n *= s;
+  return n;
+}
+
+LaunchConfig complete_for(std::int64_t numel, const LaunchConfig& point) {
+  LaunchConfig c = point;
+  const std::int64_t threads = std::max<std::int64_t>(1, point.get_or("block_threads", 256));
+  const std::int64_t items = std::max<std::int64_t>(1, point.get_or("items_per_thread", 1));
+  const std::int64_t per_block = threads * items;
+  c.block = {threads, 1, 1};
+  c.grid = {std::clamp<std::int64_t>((numel + per_block - 1) / per_block, 1, kMaxBlocks), 1, 1};
+  return c;
+}
+
+KernelDescriptor make() {
+  KernelDescriptor d;
+  d.name = "ew_chain_f32_cuda";
+  d.version = 1;
+  d.ops = {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
+           "aten::maximum",    "aten::neg",        "aten::exp",        "aten::tanh",
+           "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu"};
+  d.dtypes = {DType::kFloat32};
+  d.device = DeviceType::kCUDA;
+  d.space = TunableSpace(
+      {
+          {"block_threads", {64, 128, 256, 512, 1024}, "threads per block"},
+          {"items_per_thread", {1, 2, 4, 8},
+           "elements each thread handles per grid step (dense aligned operands load whole "
+           "float4s: one vector up to 4 elements, two for 8)"},
+      },
+      {
+          {"block_threads is a multiple of 32 in [32, 1024]",
+           [](const LaunchConfig& c) {
+             const std::int64_t t = c.get_or("block_threads", 0);
+             return t >= 32 && t <= 1024 && t % 32 == 0;
+           }},
+          {"items_per_thread is 1, 2, 4 or 8 (the compiled unrolls)",
+           [](const LaunchConfig& c) {
+             const std::int64_t i = c.get_or("items_per_thread", 0);
+             return i == 1 || i == 2 || i == 4 || i == 8;
+           }},
+      });
+  d.complete = [](const ShapeKey& shape, const LaunchConfig& point) {
+    return complete_for(broadcast_numel(shape), point);
+  };
+  d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
+    if (shape.args().size() > static_cast<std::size_t>(EwProgram::kMaxInputs)) {
+      return Status::unsupported("more than 8 tensor inputs");
+    }
+    for (const auto& t : shape.args()) {
+      if (t.dtype != DType::kFloat32) return Status::unsupported("only float32 is supported");
+      if (t.sizes.size() > static_cast<std::size_t>(TensorView::kMaxDims)) {
+        return Status::unsupported("more than 8 dimensions");
+      }
+    }
+    static_cast<void>(broadcast_numel(shape));  // throws ka::ValueError when not broadcastable
+    return elementwise_f32_cuda_descriptor().space.check(config);
+  };
+  d.default_config = [](const ShapeKey& shape) {
+    // Small tensors: many small blocks so every SM gets some. Large ones: 256 threads with a
+    // float4 (or two) each per step, enough bytes in flight to saturate HBM.
+    const std::int64_t numel = broadcast_numel(shape);
+    LaunchConfig point;
+    if (numel < (std::int64_t{1} << 16)) {
+      point.set("block_threads", 128).set("items_per_thread", 1);
+    } else if (numel < (std::int64_t{1} << 22)) {
+      point.set("block_threads", 256).set("items_per_thread", 4);
+    } else {
+      point.set("block_threads", 256).set("items_per_thread", 8);
+    }
+    return complete_for(numel, point);
+  };
+  // One operation per element (the program is not part of the key).
+  d.flop_count = [](const ShapeKey& shape) { return static_cast<double>(broadcast_numel(shape)); };
+  d.byte_count = [](const ShapeKey& shape) {
+    double bytes = 4.0 * static_cast<double>(broadcast_numel(shape));
+    for (const auto& t : shape.args()) {
+      double n = 1.0;
+      for (const auto s : t.sizes) n *= static_cast<double>(s);
+      bytes += 4.0 * n;
+    }
+    return bytes;
+  };
+  return d;
+}
+
+}  // namespace
+
+const KernelDescriptor& elementwise_f32_cuda_descriptor() {
+  static const KernelDescriptor d = make();
+  return d;
+}
+
+}  // namespace ka::kernels
