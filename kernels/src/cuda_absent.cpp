@@ -10,7 +10,7 @@ namespace ka::kernels {
 
 bool cuda_compiled() noexcept { return false; }
 
-#define KA_CUDA_ABSENT(name)                                                         \
+#define KA_CUDA_ABSENT(name) \
   KA_THROW(NotImplementedError, #name ": this build of ka was compiled without CUDA")
 
 Status gemm_f32_cuda(const AddmmArgs& /*args*/, const LaunchConfig& /*config*/, void* /*stream*/) {

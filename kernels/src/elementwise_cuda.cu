@@ -41,9 +41,10 @@ __device__ __forceinline__ long long grid_threads() {
 // Dense operands, one float per item. Bit j of `scalar_mask` marks input j as one value.
 // `out` may alias an input exactly (in-place ops), so no __restrict__.
 template <int kItems>
-__global__ void __launch_bounds__(kMaxBlockThreads) ew_dense(__grid_constant__ const EwProgram prog, float* out,
-                         __grid_constant__ const InputPtrs in, unsigned scalar_mask,
-                         long long begin, long long n) {
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    ew_dense(__grid_constant__ const EwProgram prog, float* out,
+             __grid_constant__ const InputPtrs in, unsigned scalar_mask, long long begin,
+             long long n) {
   const long long stride = grid_threads();
   const int nin = prog.inputs;
   for (long long i0 = begin + global_thread(); i0 < n; i0 += stride * kItems) {
@@ -68,9 +69,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads) ew_dense(__grid_constant__ c
 // Dense operands, float4 loads and stores: every non-scalar pointer is 16-byte aligned. Covers
 // the first 4 * (n / 4) elements; the launcher runs ew_dense<1> on the tail.
 template <int kItems>
-__global__ void __launch_bounds__(kMaxBlockThreads) ew_dense_vec4(__grid_constant__ const EwProgram prog, float* out,
-                              __grid_constant__ const InputPtrs in, unsigned scalar_mask,
-                              long long nvec) {
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    ew_dense_vec4(__grid_constant__ const EwProgram prog, float* out,
+                  __grid_constant__ const InputPtrs in, unsigned scalar_mask, long long nvec) {
   const long long stride = grid_threads();
   const int nin = prog.inputs;
   for (long long v0 = global_thread(); v0 < nvec; v0 += stride * kItems) {
@@ -114,9 +115,10 @@ __global__ void __launch_bounds__(kMaxBlockThreads) ew_dense_vec4(__grid_constan
 }
 
 // Any strides: offsets from the collapsed layout (tensor 0 is out, tensor 1 + j input j).
-__global__ void __launch_bounds__(kMaxBlockThreads) ew_strided(__grid_constant__ const EwProgram prog, float* out,
-                           __grid_constant__ const InputPtrs in,
-                           __grid_constant__ const Layout layout, long long n, int items) {
+__global__ void __launch_bounds__(kMaxBlockThreads)
+    ew_strided(__grid_constant__ const EwProgram prog, float* out,
+               __grid_constant__ const InputPtrs in, __grid_constant__ const Layout layout,
+               long long n, int items) {
   const long long stride = grid_threads();
   const int nin = prog.inputs;
   for (long long i0 = global_thread(); i0 < n; i0 += stride * items) {
@@ -136,8 +138,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads) ew_strided(__grid_constant__
 // cover whatever a capped grid leaves.
 unsigned grid_for(long long units, long long per_block) {
   constexpr long long kMaxBlocks = 1LL << 20;
-  return static_cast<unsigned>(std::clamp<long long>((units + per_block - 1) / per_block, 1,
-                                                     kMaxBlocks));
+  return static_cast<unsigned>(
+      std::clamp<long long>((units + per_block - 1) / per_block, 1, kMaxBlocks));
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15U) == 0; }
@@ -145,25 +147,24 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 template <int kItems>
 void launch_dense(const EwProgram& prog, float* out, const InputPtrs& in, unsigned mask,
                   long long n, unsigned threads, cudaStream_t stream) {
-  ew_dense<kItems><<<grid_for(n, threads * kItems), threads, 0, stream>>>(prog, out, in, mask,
-                                                                          0, n);
+  ew_dense<kItems>
+      <<<grid_for(n, threads * kItems), threads, 0, stream>>>(prog, out, in, mask, 0, n);
 }
 
 template <int kItems>
-void launch_vec4(const EwProgram& prog, float* out, const InputPtrs& in, unsigned mask,
-                 long long n, unsigned threads, cudaStream_t stream) {
+void launch_vec4(const EwProgram& prog, float* out, const InputPtrs& in, unsigned mask, long long n,
+                 unsigned threads, cudaStream_t stream) {
   const long long nvec = n / 4;
   if (nvec > 0) {
-    ew_dense_vec4<kItems><<<grid_for(nvec, threads * kItems), threads, 0, stream>>>(
-        prog, out, in, mask, nvec);
+    ew_dense_vec4<kItems>
+        <<<grid_for(nvec, threads * kItems), threads, 0, stream>>>(prog, out, in, mask, nvec);
   }
   if (nvec * 4 < n) ew_dense<1><<<1, 32, 0, stream>>>(prog, out, in, mask, nvec * 4, n);
 }
 
 }  // namespace
 
-Status elementwise_f32_cuda(const ElementwiseArgs& args, const LaunchConfig& config,
-                            void* stream) {
+Status elementwise_f32_cuda(const ElementwiseArgs& args, const LaunchConfig& config, void* stream) {
   cuda_detail::validate_program_inputs("elementwise_f32_cuda", args.out, args.inputs.data(),
                                        args.program);
   if (Status st = elementwise_f32_cuda_descriptor().space.check(config); !st) return st;
@@ -179,8 +180,8 @@ Status elementwise_f32_cuda(const ElementwiseArgs& args, const LaunchConfig& con
     views[j + 1] = &args.inputs[static_cast<std::size_t>(j)];
     in.p[j] = args.inputs[static_cast<std::size_t>(j)].data_as<const float>();
   }
-  const Layout layout = cuda_detail::make_layout(
-      views, nin + 1, args.out.ndim, cuda_detail::dim_range(0, args.out.ndim));
+  const Layout layout = cuda_detail::make_layout(views, nin + 1, args.out.ndim,
+                                                 cuda_detail::dim_range(0, args.out.ndim));
   float* out = args.out.data_as<float>();
   cudaStream_t s = cuda_detail::as_stream(stream);
 

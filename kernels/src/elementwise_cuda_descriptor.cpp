@@ -54,7 +54,8 @@ KernelDescriptor make() {
   d.space = TunableSpace(
       {
           {"block_threads", {64, 128, 256, 512, 1024}, "threads per block"},
-          {"items_per_thread", {1, 2, 4, 8},
+          {"items_per_thread",
+           {1, 2, 4, 8},
            "elements each thread handles per grid step (dense aligned operands load whole "
            "float4s: one vector up to 4 elements, two for 8)"},
       },

@@ -1,6 +1,7 @@
-// Device pieces shared by the CUDA element-wise and reduction kernels: the EwProgram evaluator,
-// the activations with ATen's fp32 semantics, and strided layouts with collapsed dimensions.
-// Included only by .cu files.
+// Device pieces shared by the CUDA element-wise, reduction and GEMM kernels: the EwProgram
+// evaluator, the activations with ATen's fp32 semantics, and strided layouts with collapsed
+// dimensions. Included only by .cu files; the evaluator and Layout::offsets are also host
+// functions so that host code can check them against EwProgram::eval.
 #pragma once
 
 #include <ka/core/error.hpp>
@@ -16,31 +17,31 @@ namespace ka::kernels::cuda_detail {
 
 // ---- activations (ATen fp32 semantics, see EwOp) ---------------------------------------------
 
-__device__ __forceinline__ float relu(float x) { return (x > 0.0F || x != x) ? x : 0.0F; }
+__host__ __device__ __forceinline__ float relu(float x) { return (x > 0.0F || x != x) ? x : 0.0F; }
 
-__device__ __forceinline__ float gelu_erf(float x) {
+__host__ __device__ __forceinline__ float gelu_erf(float x) {
   return 0.5F * x * (1.0F + erff(x * 0.70710678118654752440F));
 }
 
-__device__ __forceinline__ float gelu_tanh(float x) {
+__host__ __device__ __forceinline__ float gelu_tanh(float x) {
   constexpr float kBeta = 0.79788456080286535588F;  // sqrt(2/pi)
   constexpr float kKappa = 0.044715F;
   const float inner = kBeta * (x + kKappa * x * x * x);
   return 0.5F * x * (1.0F + tanhf(inner));
 }
 
-__device__ __forceinline__ float sigmoid(float x) { return 1.0F / (1.0F + expf(-x)); }
+__host__ __device__ __forceinline__ float sigmoid(float x) { return 1.0F / (1.0F + expf(-x)); }
 
-__device__ __forceinline__ float silu(float x) { return x / (1.0F + expf(-x)); }
+__host__ __device__ __forceinline__ float silu(float x) { return x / (1.0F + expf(-x)); }
 
 // NaN-propagating maximum, as aten::maximum.
-__device__ __forceinline__ float max_nan(float a, float b) {
+__host__ __device__ __forceinline__ float max_nan(float a, float b) {
   if (a != a) return a;
   if (b != b) return b;
   return a > b ? a : b;
 }
 
-__device__ __forceinline__ float apply_epilogue(Epilogue e, float x) {
+__host__ __device__ __forceinline__ float apply_epilogue(Epilogue e, float x) {
   switch (e) {
     case Epilogue::kNone:
       return x;
@@ -62,13 +63,13 @@ __device__ __forceinline__ float apply_epilogue(Epilogue e, float x) {
 
 // std::array's accessors are host constexpr functions; device code reads the underlying array
 // (std::array<T, N> is an aggregate whose only member is T[N]).
-__device__ __forceinline__ const EwInstr* instrs(const EwProgram& p) {
+__host__ __device__ __forceinline__ const EwInstr* instrs(const EwProgram& p) {
   return reinterpret_cast<const EwInstr*>(&p.code);
 }
 
 /// Evaluates `p` for one element with input values `in` (the device twin of EwProgram::eval).
 /// Pass `p` from a __grid_constant__ kernel parameter so it stays in the constant bank.
-__device__ __forceinline__ float eval_program(const EwProgram& p, const float* in) {
+__host__ __device__ __forceinline__ float eval_program(const EwProgram& p, const float* in) {
   float r[EwProgram::kMaxRegs];
   const EwInstr* code = instrs(p);
   for (int i = 0; i < p.size; ++i) {
@@ -141,7 +142,7 @@ struct Layout {
   long long strides[kMaxTensors][TensorView::kMaxDims] = {};
 
   /// Offsets (in elements) of every tensor at the linear (row-major) index `linear`.
-  __device__ __forceinline__ void offsets(long long linear, long long* off) const {
+  __host__ __device__ __forceinline__ void offsets(long long linear, long long* off) const {
     for (int t = 0; t < tensors; ++t) off[t] = 0;
     for (int d = 0; d < ndim; ++d) {
       long long idx = linear;
@@ -158,8 +159,7 @@ struct Layout {
 /// at least `ndim` dims and the sizes of views[0] there), dropping size-1 dims and merging
 /// neighbours that every tensor walks densely (as ATen's TensorIterator::coalesce_dimensions).
 /// No selected dimension yields ndim 0 (one element).
-inline Layout make_layout(const TensorView* const* views, int count, int ndim,
-                          std::uint64_t dims) {
+inline Layout make_layout(const TensorView* const* views, int count, int ndim, std::uint64_t dims) {
   KA_ASSERT(count <= kMaxTensors, "too many tensors for a layout: ", count);
   Layout l;
   l.tensors = count;
@@ -193,8 +193,8 @@ inline std::uint64_t dim_range(int first, int last) {
 /// with out's ndim and sizes (stride 0 where broadcast), a program reading only given inputs.
 inline void validate_program_inputs(const char* what, const TensorView& out,
                                     const TensorView* inputs, const EwProgram& program) {
-  KA_CHECK(program.size >= 1 && program.size <= EwProgram::kMaxInstrs, what,
-           ": the program has ", program.size, " instructions");
+  KA_CHECK(program.size >= 1 && program.size <= EwProgram::kMaxInstrs, what, ": the program has ",
+           program.size, " instructions");
   KA_CHECK(program.regs <= EwProgram::kMaxRegs && program.result >= 0 &&
                program.result < EwProgram::kMaxRegs,
            what, ": the program's registers are out of range");
@@ -208,10 +208,10 @@ inline void validate_program_inputs(const char* what, const TensorView& out,
            " dims");
   for (int i = 0; i < program.inputs; ++i) {
     const TensorView& in = inputs[i];
-    KA_CHECK(in.dtype == DType::kFloat32, what, ": input ", i, " has dtype ",
-             long_name(in.dtype), "; this kernel takes float32");
-    KA_CHECK(in.device.type == DeviceType::kCUDA, what, ": input ", i, " is on ",
-             in.device.str(), "; this kernel runs on cuda");
+    KA_CHECK(in.dtype == DType::kFloat32, what, ": input ", i, " has dtype ", long_name(in.dtype),
+             "; this kernel takes float32");
+    KA_CHECK(in.device.type == DeviceType::kCUDA, what, ": input ", i, " is on ", in.device.str(),
+             "; this kernel runs on cuda");
     bool same = in.ndim == out.ndim;
     for (int d = 0; d < out.ndim && same; ++d) same = in.size(d) == out.size(d);
     KA_CHECK(same, what, ": input ", i, " has shape ", in.shape_str(), ", expected out's ",
@@ -223,8 +223,8 @@ inline void validate_program_inputs(const char* what, const TensorView& out,
   unsigned long long written = 0;
   for (int i = 0; i < program.size; ++i) {
     const EwInstr& ins = code[i];
-    KA_CHECK(static_cast<int>(ins.op) <= static_cast<int>(EwOp::kSilu), what,
-             ": instruction ", i, " has an unknown op");
+    KA_CHECK(static_cast<int>(ins.op) <= static_cast<int>(EwOp::kSilu), what, ": instruction ", i,
+             " has an unknown op");
     const bool reads_a = ins.op != EwOp::kInput && ins.op != EwOp::kScalar;
     const bool reads_b = ins.op == EwOp::kAdd || ins.op == EwOp::kSub || ins.op == EwOp::kMul ||
                          ins.op == EwOp::kDiv || ins.op == EwOp::kMax;

@@ -28,9 +28,9 @@ template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN))
     sgemm_tiled(long long m, long long n, long long k, const float* __restrict__ a, long long sa0,
                 long long sa1, const float* __restrict__ b, long long sb0, long long sb1,
-                float* __restrict__ c, long long sc0, long long sc1,
-                const float* __restrict__ bias, long long bs0, long long bs1, float alpha,
-                float beta, Epilogue epilogue, BatchStrides batch) {
+                float* __restrict__ c, long long sc0, long long sc1, const float* __restrict__ bias,
+                long long bs0, long long bs1, float alpha, float beta, Epilogue epilogue,
+                BatchStrides batch) {
   constexpr int kThreads = (BM / TM) * (BN / TN);
   a += static_cast<long long>(blockIdx.z) * batch.a;
   b += static_cast<long long>(blockIdx.z) * batch.b;
@@ -100,20 +100,20 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 
 struct Variant {
   int bm, bn, bk, tm, tn;
-  void (*kernel)(long long, long long, long long, const float*, long long, long long,
-                 const float*, long long, long long, float*, long long, long long, const float*,
-                 long long, long long, float, float, Epilogue, BatchStrides);
+  void (*kernel)(long long, long long, long long, const float*, long long, long long, const float*,
+                 long long, long long, float*, long long, long long, const float*, long long,
+                 long long, float, float, Epilogue, BatchStrides);
 };
 
 #define KA_SGEMM_VARIANT(BM, BN, BK, TM, TN) \
   Variant { BM, BN, BK, TM, TN, &sgemm_tiled<BM, BN, BK, TM, TN> }
 
 const Variant kVariants[] = {
-    KA_SGEMM_VARIANT(32, 32, 8, 2, 2),    KA_SGEMM_VARIANT(64, 64, 8, 4, 4),
-    KA_SGEMM_VARIANT(128, 128, 8, 8, 8),  KA_SGEMM_VARIANT(128, 64, 8, 8, 4),
-    KA_SGEMM_VARIANT(64, 128, 8, 4, 8),   KA_SGEMM_VARIANT(32, 32, 16, 2, 2),
-    KA_SGEMM_VARIANT(64, 64, 16, 4, 4),   KA_SGEMM_VARIANT(128, 128, 16, 8, 8),
-    KA_SGEMM_VARIANT(128, 64, 16, 8, 4),  KA_SGEMM_VARIANT(64, 128, 16, 4, 8),
+    KA_SGEMM_VARIANT(32, 32, 8, 2, 2),   KA_SGEMM_VARIANT(64, 64, 8, 4, 4),
+    KA_SGEMM_VARIANT(128, 128, 8, 8, 8), KA_SGEMM_VARIANT(128, 64, 8, 8, 4),
+    KA_SGEMM_VARIANT(64, 128, 8, 4, 8),  KA_SGEMM_VARIANT(32, 32, 16, 2, 2),
+    KA_SGEMM_VARIANT(64, 64, 16, 4, 4),  KA_SGEMM_VARIANT(128, 128, 16, 8, 8),
+    KA_SGEMM_VARIANT(128, 64, 16, 8, 4), KA_SGEMM_VARIANT(64, 128, 16, 4, 8),
 };
 
 #undef KA_SGEMM_VARIANT
@@ -155,11 +155,11 @@ void launch(const Variant& v, const Launch& l, cudaStream_t stream) {
     const long long nz = std::min(kMaxGridZ, l.batch - z0);
     const dim3 grid(static_cast<unsigned>((l.s.n + v.bn - 1) / v.bn),
                     static_cast<unsigned>((l.s.m + v.bm - 1) / v.bm), static_cast<unsigned>(nz));
-    v.kernel<<<grid, block, 0, stream>>>(
-        l.s.m, l.s.n, l.s.k, l.a + z0 * l.batch_strides.a, l.sa0, l.sa1,
-        l.b + z0 * l.batch_strides.b, l.sb0, l.sb1, l.c + z0 * l.batch_strides.c, l.sc0, l.sc1,
-        l.bias.data, l.bias.row_stride, l.bias.col_stride, l.alpha, l.beta, l.epilogue,
-        l.batch_strides);
+    v.kernel<<<grid, block, 0, stream>>>(l.s.m, l.s.n, l.s.k, l.a + z0 * l.batch_strides.a, l.sa0,
+                                         l.sa1, l.b + z0 * l.batch_strides.b, l.sb0, l.sb1,
+                                         l.c + z0 * l.batch_strides.c, l.sc0, l.sc1, l.bias.data,
+                                         l.bias.row_stride, l.bias.col_stride, l.alpha, l.beta,
+                                         l.epilogue, l.batch_strides);
     KA_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -213,8 +213,8 @@ Status bmm_f32_cuda(const BmmArgs& args, const LaunchConfig& config, void* strea
            "bmm: mat1 and mat2 shapes cannot be multiplied (", args.mat1.shape_str(), " and ",
            args.mat2.shape_str(), ")");
   KA_CHECK(args.out.size(0) == batch && args.out.size(1) == s.m && args.out.size(2) == s.n,
-           "bmm: out has shape ", args.out.shape_str(), ", expected [", batch, ", ", s.m, ", ",
-           s.n, "]");
+           "bmm: out has shape ", args.out.shape_str(), ", expected [", batch, ", ", s.m, ", ", s.n,
+           "]");
   const ShapeKey key("aten::bmm", {TensorSpec{DType::kFloat32, {batch, s.m, s.k}, true},
                                    TensorSpec{DType::kFloat32, {batch, s.k, s.n}, true}});
   if (Status st = bmm_f32_cuda_descriptor().can_run(key, config); !st) return st;

@@ -11,15 +11,14 @@ namespace {
 
 // The (tile_m, tile_n, tile_k, thread_m, thread_n) combinations gemm_cuda.cu instantiates.
 constexpr std::int64_t kCompiled[][5] = {
-    {32, 32, 8, 2, 2},   {64, 64, 8, 4, 4},   {128, 128, 8, 8, 8},  {128, 64, 8, 8, 4},
-    {64, 128, 8, 4, 8},  {32, 32, 16, 2, 2},  {64, 64, 16, 4, 4},   {128, 128, 16, 8, 8},
+    {32, 32, 8, 2, 2},   {64, 64, 8, 4, 4},   {128, 128, 8, 8, 8}, {128, 64, 8, 8, 4},
+    {64, 128, 8, 4, 8},  {32, 32, 16, 2, 2},  {64, 64, 16, 4, 4},  {128, 128, 16, 8, 8},
     {128, 64, 16, 8, 4}, {64, 128, 16, 4, 8},
 };
 
 bool compiled_variant(const LaunchConfig& c) {
-  const std::int64_t want[5] = {c.get_or("tile_m", 0), c.get_or("tile_n", 0),
-                                c.get_or("tile_k", 0), c.get_or("thread_m", 0),
-                                c.get_or("thread_n", 0)};
+  const std::int64_t want[5] = {c.get_or("tile_m", 0), c.get_or("tile_n", 0), c.get_or("tile_k", 0),
+                                c.get_or("thread_m", 0), c.get_or("thread_n", 0)};
   return std::any_of(std::begin(kCompiled), std::end(kCompiled), [&](const std::int64_t(&v)[5]) {
     return std::equal(std::begin(v), std::end(v), std::begin(want));
   });
@@ -37,8 +36,8 @@ BatchedShape bmm_shape(const ShapeKey& key) {
            " is not a batched GEMM (aten::bmm with 2 tensors)");
   const auto& a = args[0].sizes;
   const auto& b = args[1].sizes;
-  KA_CHECK(a.size() == 3 && b.size() == 3 && a[0] == b[0] && a[2] == b[1], "shape key ",
-           key.str(), ": mat1 and mat2 are not multipliable batches of matrices");
+  KA_CHECK(a.size() == 3 && b.size() == 3 && a[0] == b[0] && a[2] == b[1], "shape key ", key.str(),
+           ": mat1 and mat2 are not multipliable batches of matrices");
   return {a[0], {a[1], b[2], a[2]}};
 }
 

@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 constexpr long long kMaxBlocks = 1LL << 20;
 
 unsigned blocks_for(long long units, long long per_block) {
-  return static_cast<unsigned>(std::clamp<long long>((units + per_block - 1) / per_block, 1,
-                                                     kMaxBlocks));
+  return static_cast<unsigned>(
+      std::clamp<long long>((units + per_block - 1) / per_block, 1, kMaxBlocks));
 }
 
 // block_threads and rows_per_block of a config already checked against the descriptor.
@@ -325,8 +325,7 @@ Status softmax_f32_cuda(const SoftmaxArgs& args, const LaunchConfig& config, voi
                                        args.prologue);
   const int ndim = args.out.ndim;
   KA_CHECK((ndim == 0 && args.dim == 0) || (args.dim >= 0 && args.dim < ndim),
-           "softmax_f32_cuda: dim ", args.dim, " is out of range for shape ",
-           args.out.shape_str());
+           "softmax_f32_cuda: dim ", args.dim, " is out of range for shape ", args.out.shape_str());
   if (Status st = softmax_f32_cuda_descriptor().space.check(config); !st) return st;
   const long long n = args.out.numel();
   if (n == 0) return Status::ok();
@@ -338,8 +337,8 @@ Status softmax_f32_cuda(const SoftmaxArgs& args, const LaunchConfig& config, voi
   p.row_len = ndim == 0 ? 1 : args.out.size(args.dim);
   p.num_rows = n / p.row_len;
   const std::uint64_t all = cuda_detail::dim_range(0, ndim);
-  p.rows = cuda_detail::make_layout(views, nin + 1, ndim,
-                                    ndim == 0 ? 0 : all & ~(1ULL << args.dim));
+  p.rows =
+      cuda_detail::make_layout(views, nin + 1, ndim, ndim == 0 ? 0 : all & ~(1ULL << args.dim));
   for (int t = 0; t <= nin; ++t) p.step[t] = ndim == 0 ? 0 : views[t]->stride(args.dim);
 
   const InputPtrs in = input_ptrs(args.inputs, nin);
@@ -348,18 +347,17 @@ Status softmax_f32_cuda(const SoftmaxArgs& args, const LaunchConfig& config, voi
   const GroupRows g = group_rows(config);
   const auto threads = static_cast<unsigned>(g.group_threads * g.rows_per_block);
   if (p.step[0] == 1 || p.num_rows < 4096) {
-    softmax_group_rows<<<blocks_for(p.num_rows, g.rows_per_block), threads, 0, s>>>(
-        args.prologue, out, in, p, g);
+    softmax_group_rows<<<blocks_for(p.num_rows, g.rows_per_block), threads, 0, s>>>(args.prologue,
+                                                                                    out, in, p, g);
   } else {
-    softmax_thread_rows<<<blocks_for(p.num_rows, threads), threads, 0, s>>>(args.prologue, out,
-                                                                             in, p);
+    softmax_thread_rows<<<blocks_for(p.num_rows, threads), threads, 0, s>>>(args.prologue, out, in,
+                                                                            p);
   }
   KA_CUDA_CHECK(cudaGetLastError());
   return Status::ok();
 }
 
-Status layer_norm_f32_cuda(const LayerNormArgs& args, const LaunchConfig& config,
-                           void* stream) {
+Status layer_norm_f32_cuda(const LayerNormArgs& args, const LaunchConfig& config, void* stream) {
   cuda_detail::validate_program_inputs("layer_norm_f32_cuda", args.out, args.inputs.data(),
                                        args.prologue);
   const int ndim = args.out.ndim;
@@ -395,8 +393,7 @@ Status layer_norm_f32_cuda(const LayerNormArgs& args, const LaunchConfig& config
   for (int d = ndim - nd; d < ndim; ++d) p.row_len *= args.out.size(d);
   p.num_rows = n / p.row_len;
   p.rows = cuda_detail::make_layout(views, nin + 1, ndim, cuda_detail::dim_range(0, ndim - nd));
-  p.cols =
-      cuda_detail::make_layout(views, nin + 3, ndim, cuda_detail::dim_range(ndim - nd, ndim));
+  p.cols = cuda_detail::make_layout(views, nin + 3, ndim, cuda_detail::dim_range(ndim - nd, ndim));
   p.weight = args.weight.data_as<const float>();
   p.bias = args.bias.data_as<const float>();
   p.eps = args.eps;
@@ -416,14 +413,14 @@ Status sum_f32_cuda(const SumArgs& args, const LaunchConfig& config, void* strea
   for (const TensorView* t : {&in, &out}) {
     KA_CHECK(t->dtype == DType::kFloat32, "sum_f32_cuda: dtype ", long_name(t->dtype),
              "; this kernel takes float32");
-    KA_CHECK(t->device.type == DeviceType::kCUDA, "sum_f32_cuda: a tensor is on ",
-             t->device.str(), "; this kernel runs on cuda");
+    KA_CHECK(t->device.type == DeviceType::kCUDA, "sum_f32_cuda: a tensor is on ", t->device.str(),
+             "; this kernel runs on cuda");
   }
   const int ndim = in.ndim;
   KA_CHECK(out.ndim == ndim, "sum_f32_cuda: out has shape ", out.shape_str(),
            "; expected in's rank (", in.shape_str(), ") with size 1 on reduced dims");
-  KA_CHECK(ndim == 64 || (args.reduce_mask >> ndim) == 0, "sum_f32_cuda: reduce_mask 0x",
-           std::hex, args.reduce_mask, " names dims past ", in.shape_str());
+  KA_CHECK(ndim == 64 || (args.reduce_mask >> ndim) == 0, "sum_f32_cuda: reduce_mask 0x", std::hex,
+           args.reduce_mask, " names dims past ", in.shape_str());
   for (int d = 0; d < ndim; ++d) {
     const bool reduced = ((args.reduce_mask >> d) & 1U) != 0;
     KA_CHECK(out.size(d) == (reduced ? 1 : in.size(d)), "sum_f32_cuda: out has shape ",
@@ -449,13 +446,14 @@ Status sum_f32_cuda(const SumArgs& args, const LaunchConfig& config, void* strea
   cudaStream_t s = cuda_detail::as_stream(stream);
   const GroupRows g = group_rows(config);
   const auto threads = static_cast<unsigned>(g.group_threads * g.rows_per_block);
-  const bool unit_rows = p.reduced.ndim == 0 || (p.reduced.ndim == 1 && p.reduced.strides[0][0] == 1);
+  const bool unit_rows =
+      p.reduced.ndim == 0 || (p.reduced.ndim == 1 && p.reduced.strides[0][0] == 1);
   if (unit_rows && (p.reduced_len >= 64 || num_out < 4096)) {
     sum_group_rows<<<blocks_for(num_out, g.rows_per_block), threads, 0, s>>>(
         in.data_as<const float>(), out.data_as<float>(), p, g);
   } else {
-    sum_thread_rows<<<blocks_for(num_out, threads), threads, 0, s>>>(
-        in.data_as<const float>(), out.data_as<float>(), p);
+    sum_thread_rows<<<blocks_for(num_out, threads), threads, 0, s>>>(in.data_as<const float>(),
+                                                                     out.data_as<float>(), p);
   }
   KA_CUDA_CHECK(cudaGetLastError());
   return Status::ok();

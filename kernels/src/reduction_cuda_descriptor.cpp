@@ -47,7 +47,8 @@ TunableSpace row_space() {
   return TunableSpace(
       {
           {"block_threads", {32, 64, 128, 256, 512, 1024}, "threads per block"},
-          {"rows_per_block", {1, 2, 4, 8},
+          {"rows_per_block",
+           {1, 2, 4, 8},
            "rows one block reduces at once (block_threads / rows_per_block threads each)"},
       },
       {
@@ -155,8 +156,8 @@ const KernelDescriptor& softmax_f32_cuda_descriptor() {
 const KernelDescriptor& layer_norm_f32_cuda_descriptor() {
   // Welford update (4), normalize (2), scale and shift (2) per element.
   static const KernelDescriptor d =
-      make_rows("layer_norm_block_f32_cuda", {"aten::layer_norm", "aten::native_layer_norm"},
-                true, layer_norm_f32_cuda_descriptor, 8.0, layer_norm_bytes);
+      make_rows("layer_norm_block_f32_cuda", {"aten::layer_norm", "aten::native_layer_norm"}, true,
+                layer_norm_f32_cuda_descriptor, 8.0, layer_norm_bytes);
   return d;
 }
 

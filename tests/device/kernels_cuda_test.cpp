@@ -31,16 +31,15 @@ std::string no_device_reason() {
   return "";
 }
 
-#define KA_REQUIRE_DEVICE()                                                     \
-  do {                                                                          \
-    if (const std::string reason = no_device_reason(); !reason.empty()) {       \
-      GTEST_SKIP() << "no CUDA device visible: " << reason;                     \
-    }                                                                           \
+#define KA_REQUIRE_DEVICE()                                               \
+  do {                                                                    \
+    if (const std::string reason = no_device_reason(); !reason.empty()) { \
+      GTEST_SKIP() << "no CUDA device visible: " << reason;               \
+    }                                                                     \
   } while (false)
 
 void check_cuda(cudaError_t e, const char* what) {
-  ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorName(e) << ": "
-                            << cudaGetErrorString(e);
+  ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
 }
 
 // A CPU tensor's whole storage mirrored on the device, so that views (transposes, broadcasts,
@@ -155,12 +154,15 @@ TEST(ElementwiseCuda, EveryUnaryOpMatchesATenIncludingNaN) {
 TEST(ElementwiseCuda, BinaryOpsWithBroadcastScalarAndNaNMaximum) {
   KA_REQUIRE_DEVICE();
   at::Tensor a = randn({37, 53});
-  at::Tensor b = randn({53}) + 3;  // broadcast along rows (strided path)
+  at::Tensor b = randn({53}) + 3;                  // broadcast along rows (strided path)
   at::Tensor s = at::full({}, 0.25F, at::kFloat);  // one value (dense path, scalar mask)
   a[2][5] = std::numeric_limits<float>::quiet_NaN();
   const std::pair<EwOp, at::Tensor> cases[] = {
-      {EwOp::kAdd, a + b}, {EwOp::kSub, a - b}, {EwOp::kMul, a * b},
-      {EwOp::kDiv, a / b}, {EwOp::kMax, at::maximum(a, b)},
+      {EwOp::kAdd, a + b},
+      {EwOp::kSub, a - b},
+      {EwOp::kMul, a * b},
+      {EwOp::kDiv, a / b},
+      {EwOp::kMax, at::maximum(a, b)},
   };
   for (const auto& [op, want] : cases) {
     at::Tensor out = at::empty_like(a);
@@ -171,8 +173,7 @@ TEST(ElementwiseCuda, BinaryOpsWithBroadcastScalarAndNaNMaximum) {
     args.out = dout.view();
     args.inputs[0] = da.view();
     args.inputs[1] = broadcast_view(db.view(), args.out.sizes.data(), args.out.ndim);
-    args.program.set_result(
-        args.program.binary(op, args.program.input(0), args.program.input(1)));
+    args.program.set_result(args.program.binary(op, args.program.input(0), args.program.input(1)));
     ASSERT_TRUE(elementwise_f32_cuda(args, ew_config(256, 2), nullptr));
     sync();
     expect_close(dout.download(), want, 1e-5, 1e-6, to_string(op));
@@ -186,8 +187,8 @@ TEST(ElementwiseCuda, BinaryOpsWithBroadcastScalarAndNaNMaximum) {
   args.out = dout.view();
   args.inputs[0] = da.view();
   args.inputs[1] = broadcast_view(ds.view(), args.out.sizes.data(), args.out.ndim);
-  args.program.set_result(args.program.binary(EwOp::kMul, args.program.input(0),
-                                              args.program.input(1)));
+  args.program.set_result(
+      args.program.binary(EwOp::kMul, args.program.input(0), args.program.input(1)));
   ASSERT_TRUE(elementwise_f32_cuda(args, ew_config(64, 8), nullptr));
   sync();
   expect_close(dout.download(), a * s);
@@ -201,8 +202,8 @@ TEST(ElementwiseCuda, FusedChainOnEveryConfigAndLayout) {
     EwProgram p;
     const int x = p.input(0);
     const int y = p.input(1);
-    p.set_result(p.unary(EwOp::kGelu, p.binary(EwOp::kAdd, x,
-                                               p.binary(EwOp::kMul, y, p.scalar(0.5F)))));
+    p.set_result(
+        p.unary(EwOp::kGelu, p.binary(EwOp::kAdd, x, p.binary(EwOp::kMul, y, p.scalar(0.5F)))));
     return p;
   };
   at::Tensor base_x = randn({130, 67});
@@ -210,8 +211,9 @@ TEST(ElementwiseCuda, FusedChainOnEveryConfigAndLayout) {
   const std::pair<std::string, std::pair<at::Tensor, at::Tensor>> layouts[] = {
       {"dense", {base_x, base_y}},
       {"transposed x", {randn({67, 130}).t(), base_y}},
-      {"misaligned", {base_x.flatten().narrow(0, 1, 130 * 66).view({130, 66}),
-                      base_y.flatten().narrow(0, 3, 130 * 66).view({130, 66})}},
+      {"misaligned",
+       {base_x.flatten().narrow(0, 1, 130 * 66).view({130, 66}),
+        base_y.flatten().narrow(0, 3, 130 * 66).view({130, 66})}},
   };
   for (const auto& [name, xy] : layouts) {
     const at::Tensor& x = xy.first;
@@ -243,8 +245,8 @@ TEST(ElementwiseCuda, InPlaceAliasingAndEmptyAndRejections) {
   args.out = dx.view();
   args.inputs[0] = dx.view();
   args.program.set_result(args.program.unary(
-      EwOp::kRelu, args.program.binary(EwOp::kMul, args.program.input(0),
-                                       args.program.scalar(2.0F))));
+      EwOp::kRelu,
+      args.program.binary(EwOp::kMul, args.program.input(0), args.program.scalar(2.0F))));
   ASSERT_TRUE(elementwise_f32_cuda(args, ew_config(1024, 8), nullptr));
   sync();
   expect_close(dx.download(), want);
@@ -282,8 +284,8 @@ void check_softmax(const at::Tensor& x, int dim, const LaunchConfig& config) {
   args.inputs[0] = dx.view();
   args.inputs[1] = broadcast_view(dm.view(), args.out.sizes.data(), args.out.ndim);
   EwProgram& p = args.prologue;
-  p.set_result(p.binary(EwOp::kAdd, p.binary(EwOp::kMul, p.input(0), p.scalar(0.125F)),
-                        p.input(1)));
+  p.set_result(
+      p.binary(EwOp::kAdd, p.binary(EwOp::kMul, p.input(0), p.scalar(0.125F)), p.input(1)));
   args.dim = dim;
   ASSERT_TRUE(softmax_f32_cuda(args, config, nullptr)) << config.str();
   sync();
@@ -301,10 +303,10 @@ TEST(SoftmaxCuda, LastDimOnEveryConfig) {
 
 TEST(SoftmaxCuda, NonLastDimsAndTransposedInput) {
   KA_REQUIRE_DEVICE();
-  check_softmax(randn({8, 50, 16}), 1, row_config(128, 4));      // few rows: group per row
-  check_softmax(randn({8, 50, 1024}), 1, row_config(256, 1));    // many rows: thread per row
+  check_softmax(randn({8, 50, 16}), 1, row_config(128, 4));    // few rows: group per row
+  check_softmax(randn({8, 50, 1024}), 1, row_config(256, 1));  // many rows: thread per row
   check_softmax(randn({7, 3, 5}), 0, row_config(64, 2));
-  check_softmax(randn({96, 40}).t(), 1, row_config(32, 1));      // unit-stride dim is 0
+  check_softmax(randn({96, 40}).t(), 1, row_config(32, 1));  // unit-stride dim is 0
 }
 
 TEST(SoftmaxCuda, AllMaskedRowIsNaNAsATen) {
@@ -332,9 +334,8 @@ void check_layer_norm(const at::Tensor& x, const at::Tensor& residual, int norma
   std::vector<std::int64_t> shape(x.sizes().end() - normalized_dims, x.sizes().end());
   at::Tensor weight = randn(shape);
   at::Tensor bias = randn(shape);
-  const at::Tensor want =
-      at::layer_norm(x + residual, shape, affine ? weight : at::Tensor(),
-                     affine ? bias : at::Tensor(), 1e-5, false);
+  const at::Tensor want = at::layer_norm(x + residual, shape, affine ? weight : at::Tensor(),
+                                         affine ? bias : at::Tensor(), 1e-5, false);
   at::Tensor out = at::empty(x.sizes(), at::kFloat);
   DeviceTensor dx(x);
   DeviceTensor dr(residual);
