@@ -1,0 +1,416 @@
+// The CPU element-wise kernel: one pass over the output evaluating an EwProgram in chunks.
+// See Note [CPU element-wise chunks].
+#include "ew_math.hpp"
+
+#include <ka/core/error.hpp>
+#include <ka/kernels/elementwise.hpp>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+namespace ka::kernels {
+
+// Note [CPU element-wise chunks]
+// The dims of out and the inputs are first collapsed (size-1 dims dropped, neighbours merged
+// where every tensor's strides allow), so most calls become one flat dimension. A grid block
+// is a range of block_elems output elements (linear, row-major order). It is evaluated in
+// chunks of kChunk elements: every instruction is one tight loop over the chunk into its own
+// register buffer (SSA: one buffer per register), which the compiler vectorizes. A tensor
+// whose offset is linear in the element index is read (or written) in place; a broadcast
+// scalar (all strides 0) is filled into its buffer once per block; anything else is gathered
+// (scattered, for out) segment by segment along the innermost dim. When the result is the
+// last instruction it writes straight into a linear out. Exact aliasing of out with an input
+// is safe: each element's inputs are read before that element is written.
+
+namespace {
+
+constexpr std::int64_t kChunk = 256;
+constexpr int kMaxTensors = 1 + EwProgram::kMaxInputs;  // out, then the inputs
+
+enum class Access : std::uint8_t { kLinear, kScalar, kGather };
+
+struct EwJob {
+  const ElementwiseArgs* args;
+  std::int64_t total;
+  std::int64_t block_elems;
+  int tensors;  // 1 + program.inputs
+  Access access[kMaxTensors];
+};
+
+// The collapsed iteration space: sizes and, per tensor, strides (elements).
+struct Layout {
+  int ndim = 0;
+  std::int64_t sizes[TensorView::kMaxDims];
+  std::int64_t strides[kMaxTensors][TensorView::kMaxDims];
+};
+
+const TensorView& tensor(const ElementwiseArgs& a, int t) {
+  return t == 0 ? a.out : a.inputs[static_cast<std::size_t>(t - 1)];
+}
+
+void collapse(const ElementwiseArgs& a, int tensors, Layout& l) {
+  int nd = 0;
+  for (int d = 0; d < a.out.ndim; ++d) {
+    const std::int64_t size = a.out.size(d);
+    if (size == 1) continue;
+    if (nd > 0) {
+      bool merge = true;
+      for (int t = 0; t < tensors && merge; ++t) {
+        merge = l.strides[t][nd - 1] == tensor(a, t).stride(d) * size;
+      }
+      if (merge) {
+        l.sizes[nd - 1] *= size;
+        for (int t = 0; t < tensors; ++t) l.strides[t][nd - 1] = tensor(a, t).stride(d);
+        continue;
+      }
+    }
+    l.sizes[nd] = size;
+    for (int t = 0; t < tensors; ++t) l.strides[t][nd] = tensor(a, t).stride(d);
+    ++nd;
+  }
+  l.ndim = nd;
+}
+
+Access access_of(const Layout& l, int t) {
+  bool zero = true;
+  bool linear = true;
+  std::int64_t expected = 1;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    zero = zero && l.strides[t][d] == 0;
+    linear = linear && l.strides[t][d] == expected;
+    expected *= l.sizes[d];
+  }
+  if (linear) return Access::kLinear;  // includes the 0-d / single-element case
+  return zero ? Access::kScalar : Access::kGather;
+}
+
+// Gathers (scatter=false) or scatters len elements starting at linear element e of tensor t
+// between memory and buf.
+void move_strided(const Layout& l, int t, float* base, std::int64_t e, std::int64_t len,
+                  float* buf, bool scatter) {
+  std::int64_t idx[TensorView::kMaxDims];
+  std::int64_t rest = e;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    idx[d] = rest % l.sizes[d];
+    rest /= l.sizes[d];
+  }
+  const int inner = l.ndim - 1;
+  const std::int64_t s = l.strides[t][inner];
+  std::int64_t pos = 0;
+  while (pos < len) {
+    std::int64_t off = 0;
+    for (int d = 0; d < l.ndim; ++d) off += idx[d] * l.strides[t][d];
+    const std::int64_t seg = std::min(len - pos, l.sizes[inner] - idx[inner]);
+    float* p = base + off;
+    if (scatter) {
+      for (std::int64_t i = 0; i < seg; ++i) p[i * s] = buf[pos + i];
+    } else {
+      for (std::int64_t i = 0; i < seg; ++i) buf[pos + i] = p[i * s];
+    }
+    pos += seg;
+    idx[inner] += seg;
+    for (int d = inner; d > 0 && idx[d] == l.sizes[d]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+void run_block(const EwJob& job, std::int64_t block) {
+  const ElementwiseArgs& a = *job.args;
+  const EwProgram& p = a.program;
+  const std::int64_t begin = block * job.block_elems;
+  const std::int64_t end = std::min(job.total, begin + job.block_elems);
+  const std::int64_t first_len = std::min(kChunk, end - begin);
+
+  Layout layout;
+  bool strided = false;
+  for (int t = 0; t < job.tensors; ++t) strided = strided || job.access[t] == Access::kGather;
+  if (strided) collapse(a, job.tensors, layout);
+
+  alignas(64) float regs[EwProgram::kMaxRegs][kChunk];
+  const float* rp[EwProgram::kMaxRegs];
+  // Registers constant over the block: scalars and broadcast-scalar inputs.
+  for (int i = 0; i < p.size; ++i) {
+    const EwInstr& c = p.code[static_cast<std::size_t>(i)];
+    float v = 0.0F;
+    if (c.op == EwOp::kScalar) {
+      v = c.imm;
+    } else if (c.op == EwOp::kInput && job.access[c.a + 1] == Access::kScalar) {
+      v = *a.inputs[c.a].data_as<const float>();
+    } else {
+      continue;
+    }
+    std::fill(regs[c.dst], regs[c.dst] + first_len, v);
+    rp[c.dst] = regs[c.dst];
+  }
+
+  float* out = a.out.data_as<float>();
+  const EwInstr& last = p.code[static_cast<std::size_t>(p.size - 1)];
+  const bool direct_result = last.dst == p.result && last.op != EwOp::kInput &&
+                             last.op != EwOp::kScalar && job.access[0] == Access::kLinear;
+  for (std::int64_t e = begin; e < end; e += kChunk) {
+    const std::int64_t len = std::min(kChunk, end - e);
+    bool written = false;
+    for (int i = 0; i < p.size; ++i) {
+      const EwInstr& c = p.code[static_cast<std::size_t>(i)];
+      float* dst = regs[c.dst];
+      if (c.op == EwOp::kInput) {
+        const Access acc = job.access[c.a + 1];
+        if (acc == Access::kLinear) {
+          rp[c.dst] = a.inputs[c.a].data_as<const float>() + e;
+        } else if (acc == Access::kGather) {
+          move_strided(layout, c.a + 1, a.inputs[c.a].data_as<float>(), e, len, dst, false);
+          rp[c.dst] = dst;
+        }
+        continue;
+      }
+      if (c.op == EwOp::kScalar) continue;
+      const bool unary = c.op >= EwOp::kNeg;
+      // The last instruction writes straight into a linear out, unless a unary op's operand
+      // is out itself (in-place): unary_run takes restrict pointers.
+      if (i == p.size - 1 && direct_result && (!unary || rp[c.a] != out + e)) {
+        dst = out + e;
+        written = true;
+      }
+      if (unary) {
+        detail::unary_run(c.op, rp[c.a], dst, len);
+      } else {
+        detail::binary_run(c.op, rp[c.a], rp[c.b], dst, len);
+      }
+      rp[c.dst] = dst;
+    }
+    if (written) continue;
+    const float* res = rp[p.result];
+    if (job.access[0] == Access::kLinear) {
+      if (res != out + e) std::copy(res, res + len, out + e);
+    } else {
+      move_strided(layout, 0, out, e, len, const_cast<float*>(res), true);
+    }
+  }
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::vector<std::int64_t> thread_candidates() {
+  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
+  std::vector<std::int64_t> out;
+  for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
+  out.push_back(hw);
+  return out;
+}
+
+// The broadcast numel of a shape key's tensors (the output of the element-wise op).
+std::int64_t broadcast_numel(const ShapeKey& key) {
+  std::size_t nd = 0;
+  for (const auto& t : key.args()) nd = std::max(nd, t.sizes.size());
+  std::vector<std::int64_t> sizes(nd, 1);
+  for (const auto& t : key.args()) {
+    const std::size_t lead = nd - t.sizes.size();
+    for (std::size_t d = 0; d < t.sizes.size(); ++d) {
+      const std::int64_t s = t.sizes[d];
+      std::int64_t& o = sizes[lead + d];
+      KA_CHECK(s == o || s == 1 || o == 1, "shape key ", key.str(),
+               ": tensors are not broadcastable");
+      if (o == 1) o = s;
+    }
+  }
+  std::int64_t n = 1;
+  for (const auto s : sizes) n *= s;
+  return n;
+}
+
+void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& block) {
+  block = {std::max<std::int64_t>(1, block_elems), 1, 1};
+  grid = {std::max<std::int64_t>(1, ceil_div(numel, std::max<std::int64_t>(1, block_elems))), 1,
+          1};
+}
+
+Status check_config(std::int64_t numel, const LaunchConfig& config) {
+  if (Status st = elementwise_f32_cpu_descriptor().space.check(config); !st) return st;
+  if (config.grid == Dim3{} && config.block == Dim3{}) return Status::ok();
+  Dim3 grid;
+  Dim3 block;
+  ew_grid(numel, config.get_or("block_elems", 1), grid, block);
+  if (config.grid != grid || config.block != block) {
+    LaunchConfig expected = config;
+    expected.grid = grid;
+    expected.block = block;
+    return Status::unsupported("grid/block (" + config.str() +
+                               ") do not match block_elems; expected " + expected.str());
+  }
+  return Status::ok();
+}
+
+// [lo, hi) bytes touched by a view, for the overlap check.
+void extent(const TensorView& v, std::uintptr_t& lo, std::uintptr_t& hi) {
+  std::int64_t min_off = 0;
+  std::int64_t max_off = 0;
+  for (int d = 0; d < v.ndim; ++d) {
+    const std::int64_t span = (v.size(d) - 1) * v.stride(d);
+    (span < 0 ? min_off : max_off) += span;
+  }
+  const auto base = reinterpret_cast<std::uintptr_t>(v.data);
+  lo = base + static_cast<std::uintptr_t>(min_off * 4);
+  hi = base + static_cast<std::uintptr_t>(max_off * 4 + 4);
+}
+
+bool same_layout(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data) return false;
+  for (int d = 0; d < a.ndim; ++d) {
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+namespace detail {
+
+void validate_ew_operands(const char* kernel, const TensorView& out,
+                          const std::array<TensorView, EwProgram::kMaxInputs>& inputs,
+                          const EwProgram& p) {
+  KA_CHECK(out.dtype == DType::kFloat32, kernel, ": out has dtype ", long_name(out.dtype),
+           "; this kernel takes float32");
+  KA_CHECK(out.device.type == DeviceType::kCPU, kernel, ": out is on ", out.device.str(),
+           "; this kernel runs on cpu");
+  KA_CHECK(p.size >= 1 && p.size <= EwProgram::kMaxInstrs && p.regs <= EwProgram::kMaxRegs &&
+               p.result >= 0 && p.result < p.regs && p.inputs >= 0 &&
+               p.inputs <= EwProgram::kMaxInputs,
+           kernel, ": malformed program ", p.str());
+  for (int i = 0; i < p.size; ++i) {
+    const EwInstr& c = p.code[static_cast<std::size_t>(i)];
+    const bool unary = c.op >= EwOp::kNeg;
+    const bool binary = c.op >= EwOp::kAdd && c.op <= EwOp::kMax;
+    KA_CHECK(c.op <= EwOp::kSilu && c.dst < p.regs &&
+                 (c.op != EwOp::kInput || c.a < p.inputs) &&
+                 (!(unary || binary) || c.a < p.regs) && (!binary || c.b < p.regs),
+             kernel, ": malformed instruction ", i, " in program ", p.str());
+  }
+  const bool empty = out.numel() == 0;
+  KA_CHECK(empty || out.data != nullptr, kernel, ": out has no data");
+  std::uintptr_t out_lo = 0;
+  std::uintptr_t out_hi = 0;
+  if (!empty) extent(out, out_lo, out_hi);
+  for (int i = 0; i < p.inputs; ++i) {
+    const TensorView& in = inputs[static_cast<std::size_t>(i)];
+    KA_CHECK(in.dtype == DType::kFloat32, kernel, ": input ", i, " has dtype ",
+             long_name(in.dtype), "; this kernel takes float32");
+    KA_CHECK(in.device.type == DeviceType::kCPU, kernel, ": input ", i, " is on ",
+             in.device.str(), "; this kernel runs on cpu");
+    bool same = in.ndim == out.ndim;
+    for (int d = 0; same && d < out.ndim; ++d) same = in.size(d) == out.size(d);
+    KA_CHECK(same, kernel, ": input ", i, " has shape ", in.shape_str(), " but out has ",
+             out.shape_str(), " (broadcast inputs with broadcast_view)");
+    if (empty) continue;
+    KA_CHECK(in.data != nullptr, kernel, ": input ", i, " has no data");
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+    extent(in, lo, hi);
+    KA_CHECK(lo >= out_hi || hi <= out_lo || same_layout(in, out), kernel, ": input ", i,
+             " partially overlaps out (only exact aliasing is allowed)");
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+KernelDescriptor make_descriptor() {
+  KernelDescriptor d;
+  d.name = "ew_chain_f32";
+  d.version = 1;
+  d.ops = {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
+           "aten::maximum",    "aten::neg",        "aten::exp",        "aten::tanh",
+           "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu"};
+  d.dtypes = {DType::kFloat32};
+  d.device = DeviceType::kCPU;
+  const auto threads = thread_candidates();
+  d.space = TunableSpace(
+      {
+          {"block_elems", {4096, 8192, 16384, 32768, 65536, 131072, 262144},
+           "output elements per grid block"},
+          {"threads", threads, "worker threads running the blocks"},
+      },
+      {
+          {"block_elems >= 1", [](const LaunchConfig& c) { return c.get_or("block_elems", 0) >= 1; }},
+          {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
+      });
+  d.complete = [](const ShapeKey& shape, const LaunchConfig& point) {
+    LaunchConfig c = point;
+    ew_grid(broadcast_numel(shape), point.get_or("block_elems", 1), c.grid, c.block);
+    return c;
+  };
+  d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
+    for (const auto& t : shape.args()) {
+      if (t.dtype != DType::kFloat32) return Status::unsupported("only float32 is supported");
+    }
+    return check_config(broadcast_numel(shape), config);
+  };
+  d.default_config = [threads](const ShapeKey& shape) {
+    // Below ~32K elements (a few microseconds) one block on the calling thread: waking
+    // workers costs more than it saves. Above, blocks of up to 64K elements (256 KiB of
+    // output, L2-sized) with at least two blocks per thread for balance, on every core.
+    const std::int64_t numel = broadcast_numel(shape);
+    const std::int64_t hw = threads.back();
+    LaunchConfig point;
+    if (numel <= 32768) {
+      point.set("block_elems", 32768).set("threads", 1);
+    } else {
+      std::int64_t b = 65536;
+      while (b > 4096 && ceil_div(numel, b) < 2 * hw) b /= 2;
+      point.set("block_elems", b).set("threads", std::min(hw, ceil_div(numel, b)));
+    }
+    LaunchConfig c = point;
+    ew_grid(numel, point.get_or("block_elems", 1), c.grid, c.block);
+    return c;
+  };
+  d.flop_count = [](const ShapeKey& shape) { return static_cast<double>(broadcast_numel(shape)); };
+  d.byte_count = [](const ShapeKey& shape) {
+    double bytes = 4.0 * static_cast<double>(broadcast_numel(shape));
+    for (const auto& t : shape.args()) {
+      double n = 1.0;
+      for (const auto s : t.sizes) n *= static_cast<double>(s);
+      bytes += 4.0 * n;
+    }
+    return bytes;
+  };
+  return d;
+}
+
+}  // namespace
+
+const KernelDescriptor& elementwise_f32_cpu_descriptor() {
+  static const KernelDescriptor d = make_descriptor();
+  return d;
+}
+
+Status prepare_elementwise_f32_cpu(const ElementwiseArgs& args, const LaunchConfig& config,
+                                   CpuLaunch& launch) {
+  detail::validate_ew_operands("elementwise", args.out, args.inputs, args.program);
+  const std::int64_t total = args.out.numel();
+  if (Status st = check_config(total, config); !st) return st;
+  EwJob job{};
+  job.args = &args;
+  job.total = total;
+  job.block_elems = config.get_or("block_elems", 65536);
+  job.tensors = 1 + args.program.inputs;
+  Layout layout;
+  collapse(args, job.tensors, layout);
+  for (int t = 0; t < job.tensors; ++t) job.access[t] = access_of(layout, t);
+  KA_CHECK(job.access[0] != Access::kScalar, "elementwise: out ", args.out.shape_str(),
+           " has stride 0 on a broadcast dim (its elements overlap)");
+  launch.bind<EwJob, run_block>(job, total == 0 ? 0 : ceil_div(total, job.block_elems),
+                                static_cast<int>(config.get_or("threads", 1)));
+  return Status::ok();
+}
+
+Status elementwise_f32_cpu(const ElementwiseArgs& args, const LaunchConfig& config) {
+  CpuLaunch launch;
+  if (Status st = prepare_elementwise_f32_cpu(args, config, launch); !st) return st;
+  run_on_pool(launch);
+  return Status::ok();
+}
+
+}  // namespace ka::kernels

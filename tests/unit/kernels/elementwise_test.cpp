@@ -1,0 +1,327 @@
+// The CPU element-wise kernel against ATen (the oracle): every op, chains, broadcasting,
+// strided and aliased operands, empty and odd sizes, every point of the tunable space, and an
+// allocation-free hot path.
+#include "alloc_counter.hpp"
+
+#include <ka/core/error.hpp>
+#include <ka/kernels/elementwise.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ka::kernels {
+namespace {
+
+TensorView view_of(const at::Tensor& t) {
+  TensorView v;
+  v.data = t.data_ptr();
+  v.dtype = DType::kFloat32;
+  v.device = Device::cpu();
+  v.ndim = static_cast<int>(t.dim());
+  for (int d = 0; d < v.ndim; ++d) {
+    v.sizes[static_cast<std::size_t>(d)] = t.size(d);
+    v.strides[static_cast<std::size_t>(d)] = t.stride(d);
+  }
+  return v;
+}
+
+LaunchConfig config(std::int64_t block_elems, std::int64_t threads) {
+  LaunchConfig c;
+  c.set("block_elems", block_elems).set("threads", threads);
+  return c;
+}
+
+// out = program(inputs), each input broadcast to out's sizes.
+void run(const EwProgram& p, const at::Tensor& out, const std::vector<at::Tensor>& inputs,
+         const LaunchConfig& cfg = config(4096, 2)) {
+  ElementwiseArgs args;
+  args.out = view_of(out);
+  args.program = p;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    args.inputs[i] = broadcast_view(view_of(inputs[i]), args.out.sizes.data(), args.out.ndim);
+  }
+  const Status st = elementwise_f32_cpu(args, cfg);
+  ASSERT_TRUE(st.is_ok()) << st.reason();
+}
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  if (got.numel() == 0) return;
+  EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6, /*equal_nan=*/true))
+      << what << ": max abs error " << (got - want).abs().max().item<float>();
+}
+
+EwProgram unary_program(EwOp op) {
+  EwProgram p;
+  p.set_result(p.unary(op, p.input(0)));
+  return p;
+}
+
+EwProgram binary_program(EwOp op) {
+  EwProgram p;
+  p.set_result(p.binary(op, p.input(0), p.input(1)));
+  return p;
+}
+
+TEST(ElementwiseCpu, EveryUnaryOpMatchesAten) {
+  at::manual_seed(1);
+  const at::Tensor x = at::randn({37, 129}) * 4;
+  const std::vector<std::pair<EwOp, std::function<at::Tensor(const at::Tensor&)>>> ops = {
+      {EwOp::kNeg, [](const at::Tensor& t) { return at::neg(t); }},
+      {EwOp::kExp, [](const at::Tensor& t) { return at::exp(t); }},
+      {EwOp::kTanh, [](const at::Tensor& t) { return at::tanh(t); }},
+      {EwOp::kRelu, [](const at::Tensor& t) { return at::relu(t); }},
+      {EwOp::kGelu, [](const at::Tensor& t) { return at::gelu(t); }},
+      {EwOp::kGeluTanh, [](const at::Tensor& t) { return at::gelu(t, "tanh"); }},
+      {EwOp::kSigmoid, [](const at::Tensor& t) { return at::sigmoid(t); }},
+      {EwOp::kSilu, [](const at::Tensor& t) { return at::silu(t); }},
+  };
+  for (const auto& [op, ref] : ops) {
+    at::Tensor out = at::empty_like(x);
+    run(unary_program(op), out, {x});
+    expect_close(out, ref(x), to_string(op));
+    // The reference evaluator agrees too.
+    const float v = 0.75F;
+    EXPECT_NEAR(unary_program(op).eval(&v), ref(at::full({1}, v)).item<float>(), 1e-6)
+        << to_string(op);
+  }
+}
+
+TEST(ElementwiseCpu, ExpCoversItsWholeRange) {
+  const at::Tensor x = at::linspace(-110.0, 100.0, 100003);
+  at::Tensor out = at::empty_like(x);
+  run(unary_program(EwOp::kExp), out, {x});
+  expect_close(out, at::exp(x), "exp");
+  const at::Tensor special = at::tensor({NAN, INFINITY, -INFINITY, 0.0F, 88.72F, -87.5F});
+  at::Tensor sout = at::empty_like(special);
+  run(unary_program(EwOp::kExp), sout, {special});
+  expect_close(sout, at::exp(special), "exp special values");
+}
+
+TEST(ElementwiseCpu, EveryBinaryOpMatchesAten) {
+  at::manual_seed(2);
+  const at::Tensor a = at::randn({41, 67});
+  const at::Tensor b = at::randn({41, 67}) + 0.1;
+  const std::vector<std::pair<EwOp, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>>>
+      ops = {
+          {EwOp::kAdd, [](const at::Tensor& x, const at::Tensor& y) { return x + y; }},
+          {EwOp::kSub, [](const at::Tensor& x, const at::Tensor& y) { return x - y; }},
+          {EwOp::kMul, [](const at::Tensor& x, const at::Tensor& y) { return x * y; }},
+          {EwOp::kDiv, [](const at::Tensor& x, const at::Tensor& y) { return x / y; }},
+          {EwOp::kMax, [](const at::Tensor& x, const at::Tensor& y) { return at::maximum(x, y); }},
+      };
+  for (const auto& [op, ref] : ops) {
+    at::Tensor out = at::empty_like(a);
+    run(binary_program(op), out, {a, b});
+    expect_close(out, ref(a, b), to_string(op));
+  }
+}
+
+TEST(ElementwiseCpu, NanPropagatesThroughReluAndMax) {
+  const at::Tensor x = at::tensor({NAN, -1.0F, 2.0F, NAN});
+  const at::Tensor y = at::tensor({1.0F, NAN, 1.0F, NAN});
+  at::Tensor out = at::empty_like(x);
+  run(unary_program(EwOp::kRelu), out, {x});
+  expect_close(out, at::relu(x), "relu NaN");
+  run(binary_program(EwOp::kMax), out, {x, y});
+  expect_close(out, at::maximum(x, y), "max NaN");
+}
+
+TEST(ElementwiseCpu, ChainMatchesAten) {
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({33, 1000});
+  const at::Tensor y = at::randn({33, 1000});
+  EwProgram p;  // out = gelu(x + 0.5 * y) * sigmoid(y) - 1
+  const int xr = p.input(0);
+  const int yr = p.input(1);
+  const int s = p.binary(EwOp::kAdd, xr, p.binary(EwOp::kMul, yr, p.scalar(0.5F)));
+  const int gelu = p.unary(EwOp::kGelu, s);
+  const int sig = p.unary(EwOp::kSigmoid, yr);
+  const int g = p.binary(EwOp::kMul, gelu, sig);
+  p.set_result(p.binary(EwOp::kSub, g, p.scalar(1.0F)));
+  EXPECT_EQ(p.str(),
+            "r0=in0 r1=in1 r2=0.5 r3=r1*r2 r4=r0+r3 r5=gelu(r4) r6=sigmoid(r1) r7=r5*r6 r8=1 "
+            "r9=r7-r8 -> r9");
+  at::Tensor out = at::empty_like(x);
+  run(p, out, {x, y});
+  expect_close(out, at::gelu(x + 0.5 * y) * at::sigmoid(y) - 1, "chain");
+}
+
+TEST(ElementwiseCpu, Broadcasting) {
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({19, 301});
+  const std::vector<at::Tensor> others = {at::randn({}), at::randn({301}), at::randn({19, 1}),
+                                          at::randn({1, 301}), at::randn({1})};
+  for (const auto& y : others) {
+    at::Tensor out = at::empty_like(x);
+    run(binary_program(EwOp::kMul), out, {x, y});
+    expect_close(out, x * y, "broadcast " + std::to_string(y.dim()) + "-d");
+    run(binary_program(EwOp::kSub), out, {y, x});  // the broadcast operand first
+    expect_close(out, y - x, "broadcast first " + std::to_string(y.dim()) + "-d");
+  }
+  // A 0-d output.
+  const at::Tensor a = at::randn({});
+  const at::Tensor b = at::randn({});
+  at::Tensor out0 = at::empty({});
+  run(binary_program(EwOp::kAdd), out0, {a, b});
+  expect_close(out0, a + b, "0-d");
+  // Column broadcast into a 3-D output.
+  const at::Tensor z = at::randn({4, 5, 67});
+  const at::Tensor col = at::randn({4, 5, 1});
+  at::Tensor out3 = at::empty_like(z);
+  run(binary_program(EwOp::kAdd), out3, {z, col});
+  expect_close(out3, z + col, "3-d column");
+}
+
+TEST(ElementwiseCpu, NonContiguousOperands) {
+  at::manual_seed(5);
+  const at::Tensor xt = at::randn({301, 67}).t();       // transposed input
+  const at::Tensor y = at::randn({67, 602}).slice(1, 0, 602, 2);  // strided input
+  at::Tensor out = at::empty({67, 301});
+  run(binary_program(EwOp::kAdd), out, {xt, y});
+  expect_close(out, xt + y, "transposed + strided");
+  at::Tensor out_t = at::empty({301, 67}).t();  // transposed output
+  run(binary_program(EwOp::kMax), out_t, {xt, y});
+  expect_close(out_t, at::maximum(xt, y), "transposed out");
+  const at::Tensor perm = at::randn({5, 6, 7}).permute({2, 0, 1});
+  at::Tensor out_p = at::empty({7, 5, 6});
+  run(unary_program(EwOp::kTanh), out_p, {perm}, config(4096, 1));
+  expect_close(out_p, at::tanh(perm), "permuted");
+}
+
+TEST(ElementwiseCpu, EmptyOddAndTailSizes) {
+  at::manual_seed(6);
+  for (const std::int64_t n : {0, 1, 7, 255, 256, 257, 4095, 4097, 65537}) {
+    const at::Tensor x = at::randn({n});
+    const at::Tensor y = at::randn({n});
+    at::Tensor out = at::full({n}, NAN);
+    run(binary_program(EwOp::kAdd), out, {x, y});
+    expect_close(out, x + y, "n=" + std::to_string(n));
+  }
+  at::Tensor e = at::empty({0, 5});
+  run(unary_program(EwOp::kRelu), e, {at::empty({0, 5})});
+}
+
+TEST(ElementwiseCpu, InPlaceAliasing) {
+  at::manual_seed(7);
+  at::Tensor x = at::randn({123, 45});
+  const at::Tensor y = at::randn({123, 45});
+  const at::Tensor want = x + y;
+  run(binary_program(EwOp::kAdd), x, {x, y});
+  expect_close(x, want, "x += y");
+  at::Tensor z = at::randn({3000});
+  const at::Tensor relu_want = at::relu(z);
+  run(unary_program(EwOp::kRelu), z, {z});
+  expect_close(z, relu_want, "relu_");
+  at::Tensor zt = at::randn({40, 50}).t();
+  const at::Tensor g_want = at::gelu(zt);
+  run(unary_program(EwOp::kGelu), zt, {zt});
+  expect_close(zt, g_want, "gelu_ on a transposed view");
+}
+
+TEST(ElementwiseCpu, EveryPointOfTheSpaceRuns) {
+  at::manual_seed(8);
+  const at::Tensor x = at::randn({100003});
+  const at::Tensor y = at::randn({100003});
+  const KernelDescriptor& d = elementwise_f32_cpu_descriptor();
+  const ShapeKey key("aten::mul.Tensor", {{DType::kFloat32, {100003}, true},
+                                          {DType::kFloat32, {100003}, true}});
+  const auto points = d.space.enumerate();
+  ASSERT_FALSE(points.empty());
+  for (const auto& point : points) {
+    const LaunchConfig full = d.complete(key, point);
+    ASSERT_TRUE(d.can_run(key, full).is_ok()) << full.str();
+    at::Tensor out = at::empty_like(x);
+    run(binary_program(EwOp::kMul), out, {x, y}, full);
+    expect_close(out, x * y, full.str());
+  }
+}
+
+TEST(ElementwiseCpu, DescriptorDefaultsAndRefusals) {
+  const KernelDescriptor& d = elementwise_f32_cpu_descriptor();
+  EXPECT_EQ(d.name, "ew_chain_f32");
+  const ShapeKey tiny("aten::relu", {{DType::kFloat32, {1}, true}});
+  const LaunchConfig small = d.default_config(tiny);
+  EXPECT_EQ(small.get_or("threads", 0), 1);
+  EXPECT_EQ(small.grid.volume(), 1);
+  EXPECT_TRUE(d.can_run(tiny, small).is_ok());
+  const ShapeKey big("aten::add.Tensor", {{DType::kFloat32, {4096, 4096}, true},
+                                          {DType::kFloat32, {4096}, true}});
+  const LaunchConfig large = d.default_config(big);
+  EXPECT_EQ(large.get_or("threads", 0), d.space.params()[1].candidates.back());
+  EXPECT_TRUE(d.can_run(big, large).is_ok()) << large.str();
+  EXPECT_DOUBLE_EQ(d.byte_count(big), 4.0 * (2.0 * 4096 * 4096 + 4096));
+  // Refusals carry a reason.
+  LaunchConfig missing;
+  missing.set("threads", 1);
+  EXPECT_FALSE(d.can_run(tiny, missing).reason().empty());
+  EXPECT_FALSE(d.can_run(tiny, config(4096, 0)).is_ok());
+  LaunchConfig wrong_grid = d.complete(big, config(4096, 1));
+  wrong_grid.grid.x += 1;
+  EXPECT_NE(d.can_run(big, wrong_grid).reason().find("grid"), std::string::npos);
+  const ShapeKey f64("aten::relu", {{DType::kFloat64, {4}, true}});
+  EXPECT_FALSE(d.can_run(f64, small).is_ok());
+  // The kernel itself refuses a bad config as a value.
+  const at::Tensor x = at::randn({10});
+  ElementwiseArgs args;
+  args.out = view_of(x);
+  args.inputs[0] = view_of(x);
+  args.program = unary_program(EwOp::kNeg);
+  EXPECT_FALSE(elementwise_f32_cpu(args, config(4096, 0)).is_ok());
+}
+
+TEST(ElementwiseCpu, BadArgumentsThrow) {
+  const at::Tensor x = at::randn({4, 5});
+  const at::Tensor y = at::randn({5, 4});
+  ElementwiseArgs args;
+  args.out = view_of(at::empty({4, 5}));
+  args.inputs[0] = view_of(y);
+  args.program = unary_program(EwOp::kNeg);
+  EXPECT_THROW((void)elementwise_f32_cpu(args, config(4096, 1)), ValueError);
+  // Partial overlap of out and an input.
+  const at::Tensor buf = at::randn({30});
+  args.out = view_of(buf.slice(0, 0, 20));
+  args.inputs[0] = view_of(buf.slice(0, 5, 25));
+  EXPECT_THROW((void)elementwise_f32_cpu(args, config(4096, 1)), ValueError);
+  // A missing input.
+  args.out = view_of(at::empty({4, 5}));
+  args.inputs[0] = view_of(x);
+  args.program = binary_program(EwOp::kAdd);
+  EXPECT_THROW((void)elementwise_f32_cpu(args, config(4096, 1)), ValueError);
+  // broadcast_view refuses incompatible shapes.
+  const std::int64_t sizes[] = {4, 5};
+  EXPECT_THROW((void)broadcast_view(view_of(at::randn({3})), sizes, 2), ValueError);
+  // The builders refuse past their limits.
+  EwProgram p;
+  for (int i = 0; i < EwProgram::kMaxInstrs; ++i) p.scalar(1.0F);
+  EXPECT_THROW(p.scalar(2.0F), ValueError);
+  EwProgram q;
+  EXPECT_THROW(q.input(EwProgram::kMaxInputs), ValueError);
+  EXPECT_THROW(q.unary(EwOp::kAdd, 0), ValueError);
+}
+
+TEST(ElementwiseCpu, WarmCallsAllocateNothing) {
+  for (const std::int64_t n : {1, 100000}) {
+    const at::Tensor x = at::randn({n});
+    const at::Tensor y = at::randn({n});
+    at::Tensor out = at::empty({n});
+    ElementwiseArgs args;
+    args.out = view_of(out);
+    args.inputs[0] = view_of(x);
+    args.inputs[1] = view_of(y);
+    args.program = binary_program(EwOp::kAdd);
+    const LaunchConfig cfg = config(n == 1 ? 32768 : 4096, 2);
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(elementwise_f32_cpu(args, cfg).is_ok());
+    const long before = ka_test_allocation_count();
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(elementwise_f32_cpu(args, cfg).is_ok());
+    EXPECT_EQ(ka_test_allocation_count() - before, 0) << "n=" << n;
+  }
+}
+
+}  // namespace
+}  // namespace ka::kernels
