@@ -1,0 +1,623 @@
+// CPU softmax (online max/sum), layer_norm (two-pass mean/variance per row) and sum over dims.
+// See Note [CPU row kernels].
+#include "ew_math.hpp"
+
+#include <ka/core/error.hpp>
+#include <ka/kernels/reduction.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+namespace ka::kernels {
+
+// Note [CPU row kernels]
+// softmax and layer_norm work on rows: the dims a row spans (softmax: `dim`; layer_norm: the
+// last normalized_dims) form the row space, the others the outer space; each is collapsed
+// over every tensor involved (out, the prologue inputs, weight, bias) like the element-wise
+// kernel's dims. A grid block is rows_per_block consecutive rows. A row is walked in chunks of
+// kEwChunk: the prologue is evaluated on the chunk (inputs read in place when the row is
+// contiguous in them, gathered otherwise) and x is stored into out, so later passes re-read x
+// from out (hot in cache) instead of re-running the prologue.
+//   softmax: pass 1 keeps a running max m and sum s of e^(x−m), rescaling s when m grows
+//            (once per chunk); pass 2 writes e^(x−m)/s.
+//   layer_norm: pass 1 sums x, pass 2 sums (x−mean)², pass 3 writes the normalized value;
+//            chunk sums are float (16 lanes), row sums double, so the result matches ATen's to
+//            ~1e-6 even for long rows. (The descriptor keeps the name layer_norm_welford_f32.)
+// sum treats the reduced dims as the row space and the kept dims as the outer space: each
+// output is a chunked lane sum of its row, or, when the input's unit-stride dim is kept, a
+// block of outputs accumulates whole input rows at once (column sums, vectorized across
+// outputs), in double.
+
+namespace {
+
+using detail::kEwChunk;
+constexpr int kMaxRowTensors = 1 + EwProgram::kMaxInputs + 2;  // out, inputs, weight, bias
+constexpr int kMaxDims = TensorView::kMaxDims;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// A collapsed iteration space over several tensors.
+struct Space {
+  int nd = 0;
+  std::int64_t sizes[kMaxDims];
+  std::int64_t strides[kMaxRowTensors][kMaxDims];
+
+  [[nodiscard]] std::int64_t volume() const {
+    std::int64_t n = 1;
+    for (int d = 0; d < nd; ++d) n *= sizes[d];
+    return n;
+  }
+};
+
+void append_dim(Space& s, int tensors, std::int64_t size, const std::int64_t* strides) {
+  if (s.nd > 0) {
+    bool merge = true;
+    for (int t = 0; t < tensors && merge; ++t) {
+      merge = s.strides[t][s.nd - 1] == strides[t] * size;
+    }
+    if (merge) {
+      s.sizes[s.nd - 1] *= size;
+      for (int t = 0; t < tensors; ++t) s.strides[t][s.nd - 1] = strides[t];
+      return;
+    }
+  }
+  s.sizes[s.nd] = size;
+  for (int t = 0; t < tensors; ++t) s.strides[t][s.nd] = strides[t];
+  ++s.nd;
+}
+
+// Splits the dims of `sizes` into the row space (bits of row_mask) and the outer space. A
+// tensor with fewer dims is aligned to the trailing dims (stride 0 on the missing ones).
+void split_spaces(const TensorView* const* t, int tensors, const TensorView& shape,
+                  std::uint64_t row_mask, Space& row, Space& outer) {
+  row.nd = 0;
+  outer.nd = 0;
+  for (int d = 0; d < shape.ndim; ++d) {
+    const std::int64_t size = shape.size(d);
+    if (size == 1) continue;
+    std::int64_t strides[kMaxRowTensors];
+    for (int i = 0; i < tensors; ++i) {
+      const int lead = shape.ndim - t[i]->ndim;
+      strides[i] = d < lead ? 0 : t[i]->stride(d - lead);
+    }
+    append_dim(((row_mask >> d) & 1U) != 0 ? row : outer, tensors, size, strides);
+  }
+  if (row.nd == 0) {
+    row.nd = 1;
+    row.sizes[0] = 1;
+    for (int i = 0; i < tensors; ++i) row.strides[i][0] = 0;
+  }
+}
+
+// Element offsets of linear index `index` of `s` for the first `tensors` tensors.
+void offsets_of(const Space& s, int tensors, std::int64_t index, std::int64_t* off) {
+  for (int i = 0; i < tensors; ++i) off[i] = 0;
+  for (int d = s.nd - 1; d >= 0; --d) {
+    const std::int64_t c = index % s.sizes[d];
+    index /= s.sizes[d];
+    for (int i = 0; i < tensors; ++i) off[i] += c * s.strides[i][d];
+  }
+}
+
+// Calls f(pos, offset, seg, stride) for the runs of row elements [e, e + len) of tensor t:
+// pos is the position in the chunk, offset the element offset from the row base.
+template <class F>
+void walk_row(const Space& row, int t, std::int64_t e, std::int64_t len, F&& f) {
+  const int inner = row.nd - 1;
+  if (inner == 0) {
+    f(std::int64_t{0}, e * row.strides[t][0], len, row.strides[t][0]);
+    return;
+  }
+  std::int64_t idx[kMaxDims];
+  std::int64_t rest = e;
+  for (int d = inner; d >= 0; --d) {
+    idx[d] = rest % row.sizes[d];
+    rest /= row.sizes[d];
+  }
+  std::int64_t pos = 0;
+  while (pos < len) {
+    std::int64_t off = 0;
+    for (int d = 0; d <= inner; ++d) off += idx[d] * row.strides[t][d];
+    const std::int64_t seg = std::min(len - pos, row.sizes[inner] - idx[inner]);
+    f(pos, off, seg, row.strides[t][inner]);
+    pos += seg;
+    idx[inner] += seg;
+    for (int d = inner; d > 0 && idx[d] == row.sizes[d]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+bool row_contiguous(const Space& row, int t) { return row.nd == 1 && row.strides[t][0] == 1; }
+
+// Row elements [e, e + len) of tensor t (row base `base`): in place when contiguous, else
+// gathered into buf.
+const float* row_read(const Space& row, int t, const float* base, std::int64_t e,
+                      std::int64_t len, float* buf) {
+  if (row_contiguous(row, t)) return base + e;
+  walk_row(row, t, e, len, [&](std::int64_t pos, std::int64_t off, std::int64_t seg,
+                               std::int64_t stride) {
+    const float* p = base + off;
+    for (std::int64_t i = 0; i < seg; ++i) buf[pos + i] = p[i * stride];
+  });
+  return buf;
+}
+
+void row_write(const Space& row, int t, float* base, std::int64_t e, std::int64_t len,
+               const float* src) {
+  if (row_contiguous(row, t)) {
+    if (base + e != src) std::copy(src, src + len, base + e);
+    return;
+  }
+  walk_row(row, t, e, len, [&](std::int64_t pos, std::int64_t off, std::int64_t seg,
+                               std::int64_t stride) {
+    float* p = base + off;
+    for (std::int64_t i = 0; i < seg; ++i) p[i * stride] = src[pos + i];
+  });
+}
+
+// The tensors of a row kernel: out, the prologue inputs, then optional extras.
+struct RowTensors {
+  const TensorView* t[kMaxRowTensors];
+  int count = 0;
+};
+
+RowTensors row_tensors(const TensorView& out,
+                       const std::array<TensorView, EwProgram::kMaxInputs>& inputs, int n) {
+  RowTensors r;
+  r.t[r.count++] = &out;
+  for (int i = 0; i < n; ++i) r.t[r.count++] = &inputs[static_cast<std::size_t>(i)];
+  return r;
+}
+
+// Scratch of one row walk: prologue registers and gathered inputs.
+struct RowScratch {
+  alignas(64) float regs[EwProgram::kMaxRegs][kEwChunk];
+  alignas(64) float in[EwProgram::kMaxInputs][kEwChunk];
+  alignas(64) float a[kEwChunk];
+  alignas(64) float b[kEwChunk];
+  alignas(64) float c[kEwChunk];
+};
+
+// x = prologue over row elements [e, e + len); stores x into out and returns it.
+const float* prologue_chunk(const EwProgram& p, const Space& row, const float* const* bases,
+                            float* out_base, std::int64_t e, std::int64_t len, RowScratch& s) {
+  const float* in[EwProgram::kMaxInputs];
+  for (int i = 0; i < p.inputs; ++i) in[i] = row_read(row, i + 1, bases[i + 1], e, len, s.in[i]);
+  const float* x = detail::eval_program_chunk(p, in, len, s.regs);
+  row_write(row, 0, out_base, e, len, x);
+  return x;
+}
+
+// Row bases of every tensor for row r.
+void row_bases(const RowTensors& rt, const Space& outer, std::int64_t r, const float** bases) {
+  std::int64_t off[kMaxRowTensors];
+  offsets_of(outer, rt.count, r, off);
+  for (int i = 0; i < rt.count; ++i) bases[i] = rt.t[i]->data_as<const float>() + off[i];
+}
+
+// ---- softmax ---------------------------------------------------------------------------
+
+struct SoftmaxJob {
+  const SoftmaxArgs* args;
+  std::int64_t rows;
+  std::int64_t rows_per_block;
+};
+
+void softmax_block(const SoftmaxJob& job, std::int64_t block) {
+  const SoftmaxArgs& a = *job.args;
+  const EwProgram& p = a.prologue;
+  const RowTensors rt = row_tensors(a.out, a.inputs, p.inputs);
+  Space row;
+  Space outer;
+  split_spaces(rt.t, rt.count, a.out, std::uint64_t{1} << a.dim, row, outer);
+  const std::int64_t len_row = row.volume();
+  RowScratch s;
+  const std::int64_t r1 = std::min(job.rows, (block + 1) * job.rows_per_block);
+  for (std::int64_t r = block * job.rows_per_block; r < r1; ++r) {
+    const float* bases[kMaxRowTensors];
+    row_bases(rt, outer, r, bases);
+    float* out = const_cast<float*>(bases[0]);
+    float m = -HUGE_VALF;
+    double sum = 0.0;
+    for (std::int64_t e = 0; e < len_row; e += kEwChunk) {
+      const std::int64_t len = std::min(kEwChunk, len_row - e);
+      const float* x = prologue_chunk(p, row, bases, out, e, len, s);
+      const float nm = detail::max_f32(m, detail::lane_max(x, len));
+      if (nm == -HUGE_VALF) continue;  // everything so far is -inf: contributes nothing
+      const float scale = m == nm ? 1.0F : detail::exp_f32(m - nm);
+      for (std::int64_t j = 0; j < len; ++j) s.a[j] = detail::exp_f32(x[j] - nm);
+      sum = sum * static_cast<double>(scale) + static_cast<double>(detail::lane_sum(s.a, len));
+      m = nm;
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (std::int64_t e = 0; e < len_row; e += kEwChunk) {
+      const std::int64_t len = std::min(kEwChunk, len_row - e);
+      const float* x = row_read(row, 0, out, e, len, s.a);
+      for (std::int64_t j = 0; j < len; ++j) s.b[j] = detail::exp_f32(x[j] - m) * inv;
+      row_write(row, 0, out, e, len, s.b);
+    }
+  }
+}
+
+// ---- layer_norm ------------------------------------------------------------------------
+
+struct LayerNormJob {
+  const LayerNormArgs* args;
+  std::int64_t rows;
+  std::int64_t rows_per_block;
+};
+
+void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
+  const LayerNormArgs& a = *job.args;
+  const EwProgram& p = a.prologue;
+  RowTensors rt = row_tensors(a.out, a.inputs, p.inputs);
+  const int w_index = a.weight.data != nullptr ? rt.count : -1;
+  if (w_index >= 0) rt.t[rt.count++] = &a.weight;
+  const int b_index = a.bias.data != nullptr ? rt.count : -1;
+  if (b_index >= 0) rt.t[rt.count++] = &a.bias;
+  const int nd = a.out.ndim;
+  const std::uint64_t row_mask = ((std::uint64_t{1} << nd) - 1) &
+                                 ~((std::uint64_t{1} << (nd - a.normalized_dims)) - 1);
+  Space row;
+  Space outer;
+  split_spaces(rt.t, rt.count, a.out, row_mask, row, outer);
+  const std::int64_t n = row.volume();
+  RowScratch s;
+  const std::int64_t r1 = std::min(job.rows, (block + 1) * job.rows_per_block);
+  for (std::int64_t r = block * job.rows_per_block; r < r1; ++r) {
+    const float* bases[kMaxRowTensors];
+    row_bases(rt, outer, r, bases);
+    float* out = const_cast<float*>(bases[0]);
+    double total = 0.0;
+    for (std::int64_t e = 0; e < n; e += kEwChunk) {
+      const std::int64_t len = std::min(kEwChunk, n - e);
+      const float* x = prologue_chunk(p, row, bases, out, e, len, s);
+      total += static_cast<double>(detail::lane_sum(x, len));
+    }
+    const double mean_d = total / static_cast<double>(n);
+    const auto mean = static_cast<float>(mean_d);
+    double sq = 0.0;
+    for (std::int64_t e = 0; e < n; e += kEwChunk) {
+      const std::int64_t len = std::min(kEwChunk, n - e);
+      const float* x = row_read(row, 0, out, e, len, s.a);
+      for (std::int64_t j = 0; j < len; ++j) {
+        const float dev = x[j] - mean;
+        s.b[j] = dev * dev;
+      }
+      sq += static_cast<double>(detail::lane_sum(s.b, len));
+    }
+    const auto rstd =
+        static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + static_cast<double>(a.eps)));
+    for (std::int64_t e = 0; e < n; e += kEwChunk) {
+      const std::int64_t len = std::min(kEwChunk, n - e);
+      const float* x = row_read(row, 0, out, e, len, s.a);
+      for (std::int64_t j = 0; j < len; ++j) s.b[j] = (x[j] - mean) * rstd;
+      if (w_index >= 0) {
+        const float* w = row_read(row, w_index, bases[w_index], e, len, s.c);
+        for (std::int64_t j = 0; j < len; ++j) s.b[j] *= w[j];
+      }
+      if (b_index >= 0) {
+        const float* b = row_read(row, b_index, bases[b_index], e, len, s.c);
+        for (std::int64_t j = 0; j < len; ++j) s.b[j] += b[j];
+      }
+      row_write(row, 0, out, e, len, s.b);
+    }
+  }
+}
+
+// ---- sum ---------------------------------------------------------------------------------
+
+struct SumJob {
+  const SumArgs* args;
+  std::int64_t outputs;
+  std::int64_t per_block;
+  bool columns;  // the input's unit-stride dim is kept: accumulate whole input rows
+};
+
+// out viewed with in's sizes: stride 0 on the reduced dims.
+TensorView out_as_input_shape(const SumArgs& a) {
+  TensorView o = a.out;
+  for (int d = 0; d < a.in.ndim; ++d) {
+    const auto ud = static_cast<std::size_t>(d);
+    o.sizes[ud] = a.in.size(d);
+    if (((a.reduce_mask >> d) & 1U) != 0) o.strides[ud] = 0;
+  }
+  return o;
+}
+
+void sum_spaces(const SumArgs& a, const TensorView& o, Space& row, Space& outer) {
+  const TensorView* t[2] = {&o, &a.in};
+  split_spaces(t, 2, a.in, a.reduce_mask, row, outer);
+}
+
+void sum_block(const SumJob& job, std::int64_t block) {
+  const SumArgs& a = *job.args;
+  const TensorView o = out_as_input_shape(a);
+  Space row;
+  Space outer;
+  sum_spaces(a, o, row, outer);
+  const std::int64_t n = row.volume();
+  const float* in = a.in.data_as<const float>();
+  float* out = a.out.data_as<float>();
+  const std::int64_t o0 = block * job.per_block;
+  const std::int64_t o1 = std::min(job.outputs, o0 + job.per_block);
+  if (!job.columns) {
+    alignas(64) float buf[kEwChunk];
+    for (std::int64_t k = o0; k < o1; ++k) {
+      std::int64_t off[2];
+      offsets_of(outer, 2, k, off);
+      double total = 0.0;
+      for (std::int64_t e = 0; e < n; e += kEwChunk) {
+        const std::int64_t len = std::min(kEwChunk, n - e);
+        total += static_cast<double>(detail::lane_sum(row_read(row, 1, in + off[1], e, len, buf), len));
+      }
+      out[off[0]] = static_cast<float>(total);
+    }
+    return;
+  }
+  // Columns: the outer space's innermost dim has unit stride in `in`; runs along it are
+  // accumulated over every reduced row at once.
+  const int inner = outer.nd - 1;
+  const std::int64_t inner_size = outer.sizes[inner];
+  const std::int64_t out_stride = outer.strides[0][inner];
+  alignas(64) double acc[kEwChunk];
+  for (std::int64_t k = o0; k < o1;) {
+    const std::int64_t col = k % inner_size;
+    const std::int64_t len = std::min({kEwChunk, inner_size - col, o1 - k});
+    std::int64_t off[2];
+    offsets_of(outer, 2, k, off);
+    std::fill(acc, acc + len, 0.0);
+    std::int64_t roff[2] = {0, 0};
+    for (std::int64_t q = 0; q < n; ++q) {
+      if (row.nd == 1) {
+        roff[1] = q * row.strides[1][0];
+      } else {
+        offsets_of(row, 2, q, roff);
+      }
+      const float* x = in + off[1] + roff[1];
+      for (std::int64_t j = 0; j < len; ++j) acc[j] += static_cast<double>(x[j]);
+    }
+    float* dst = out + off[0];
+    for (std::int64_t j = 0; j < len; ++j) dst[j * out_stride] = static_cast<float>(acc[j]);
+    k += len;
+  }
+}
+
+// ---- shared validation and descriptors -----------------------------------------------------
+
+std::vector<std::int64_t> thread_candidates() {
+  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
+  std::vector<std::int64_t> out;
+  for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
+  out.push_back(hw);
+  return out;
+}
+
+Status check_config(const KernelDescriptor& d, const LaunchConfig& config) {
+  // grid/block are not checked against the rows: the shape key does not carry the reduced
+  // dim, so the descriptor's grid is an estimate (see reduction.hpp).
+  return d.space.check(config);
+}
+
+// Numel and last extent of a shape key's first tensor (the heuristics assume the last dim).
+void key_rows(const ShapeKey& key, std::int64_t& numel, std::int64_t& row) {
+  KA_CHECK(!key.args().empty(), "shape key ", key.str(), " has no tensor argument");
+  const auto& sizes = key.args().front().sizes;
+  numel = 1;
+  for (const auto s : sizes) numel *= s;
+  row = sizes.empty() ? 1 : std::max<std::int64_t>(sizes.back(), 1);
+}
+
+void row_grid(const ShapeKey& key, std::int64_t rows_per_block, Dim3& grid, Dim3& block) {
+  std::int64_t numel = 0;
+  std::int64_t row = 0;
+  key_rows(key, numel, row);
+  const std::int64_t rows = numel / row;
+  const std::int64_t rpb = std::max<std::int64_t>(1, rows_per_block);
+  block = {rpb, 1, 1};
+  grid = {std::max<std::int64_t>(1, ceil_div(rows, rpb)), 1, 1};
+}
+
+// name, ops, cost per element; rows are the last dim of the key's first tensor (for sum: the
+// outputs of a last-dim reduction).
+KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> ops,
+                                     double flop_per_elem) {
+  KernelDescriptor d;
+  d.name = name;
+  d.version = 1;
+  d.ops = std::move(ops);
+  d.dtypes = {DType::kFloat32};
+  d.device = DeviceType::kCPU;
+  const auto threads = thread_candidates();
+  d.space = TunableSpace(
+      {
+          {"rows_per_block", {1, 2, 4, 8, 16, 32, 64, 128, 256}, "rows (outputs) per grid block"},
+          {"threads", threads, "worker threads running the blocks"},
+      },
+      {
+          {"rows_per_block >= 1",
+           [](const LaunchConfig& c) { return c.get_or("rows_per_block", 0) >= 1; }},
+          {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
+      });
+  d.complete = [](const ShapeKey& shape, const LaunchConfig& point) {
+    LaunchConfig c = point;
+    row_grid(shape, point.get_or("rows_per_block", 1), c.grid, c.block);
+    return c;
+  };
+  d.can_run = [name](const ShapeKey& shape, const LaunchConfig& config) -> Status {
+    for (const auto& t : shape.args()) {
+      if (t.dtype != DType::kFloat32) return Status::unsupported("only float32 is supported");
+    }
+    const KernelDescriptor* self = nullptr;
+    if (std::string_view(name) == "softmax_online_f32") self = &softmax_f32_cpu_descriptor();
+    if (std::string_view(name) == "layer_norm_welford_f32") self = &layer_norm_f32_cpu_descriptor();
+    if (std::string_view(name) == "sum_f32") self = &sum_f32_cpu_descriptor();
+    return check_config(*self, config);
+  };
+  d.default_config = [threads](const ShapeKey& shape) {
+    // Blocks of at least ~16K elements (waking a thread for less costs more than it saves);
+    // one thread below ~32K elements, else every core with at least one block each.
+    std::int64_t numel = 0;
+    std::int64_t row = 0;
+    key_rows(shape, numel, row);
+    const std::int64_t rows = std::max<std::int64_t>(1, numel / row);
+    std::int64_t rpb = 1;
+    while (rpb < 256 && rpb * row < 16384) rpb *= 2;
+    const std::int64_t hw = threads.back();
+    while (rpb > 1 && ceil_div(rows, rpb) < hw && numel > 32768) rpb /= 2;
+    LaunchConfig c;
+    c.set("rows_per_block", rpb);
+    c.set("threads", numel <= 32768 ? 1 : std::min(hw, ceil_div(rows, rpb)));
+    row_grid(shape, rpb, c.grid, c.block);
+    return c;
+  };
+  d.flop_count = [flop_per_elem](const ShapeKey& shape) {
+    std::int64_t numel = 0;
+    std::int64_t row = 0;
+    key_rows(shape, numel, row);
+    return flop_per_elem * static_cast<double>(numel);
+  };
+  d.byte_count = [name](const ShapeKey& shape) {
+    double bytes = 0.0;
+    for (const auto& t : shape.args()) {
+      double n = 1.0;
+      for (const auto s : t.sizes) n *= static_cast<double>(s);
+      bytes += 4.0 * n;
+    }
+    std::int64_t numel = 0;
+    std::int64_t row = 0;
+    key_rows(shape, numel, row);
+    // Output: as large as the input, except for sum (one value per row).
+    const bool is_sum = std::string_view(name) == "sum_f32";
+    return bytes + 4.0 * static_cast<double>(is_sum ? numel / row : numel);
+  };
+  return d;
+}
+
+int threads_of(const LaunchConfig& config) { return static_cast<int>(config.get_or("threads", 1)); }
+
+}  // namespace
+
+const KernelDescriptor& softmax_f32_cpu_descriptor() {
+  static const KernelDescriptor d =
+      make_row_descriptor("softmax_online_f32", {"aten::_softmax", "aten::softmax.int"}, 5.0);
+  return d;
+}
+
+const KernelDescriptor& layer_norm_f32_cpu_descriptor() {
+  static const KernelDescriptor d = make_row_descriptor(
+      "layer_norm_welford_f32", {"aten::layer_norm", "aten::native_layer_norm"}, 8.0);
+  return d;
+}
+
+const KernelDescriptor& sum_f32_cpu_descriptor() {
+  static const KernelDescriptor d =
+      make_row_descriptor("sum_f32", {"aten::sum", "aten::sum.dim_IntList"}, 1.0);
+  return d;
+}
+
+Status prepare_softmax_f32_cpu(const SoftmaxArgs& args, const LaunchConfig& config,
+                               CpuLaunch& launch) {
+  detail::validate_ew_operands("softmax", args.out, args.inputs, args.prologue);
+  KA_CHECK(args.dim >= 0 && args.dim < std::max(args.out.ndim, 1), "softmax: dim ", args.dim,
+           " is out of range for shape ", args.out.shape_str());
+  if (Status st = check_config(softmax_f32_cpu_descriptor(), config); !st) return st;
+  SoftmaxJob job{&args, 0, config.get_or("rows_per_block", 1)};
+  const std::int64_t numel = args.out.numel();
+  const std::int64_t d = args.out.ndim == 0 ? 1 : args.out.size(args.dim);
+  job.rows = numel == 0 ? 0 : numel / d;
+  launch.bind<SoftmaxJob, softmax_block>(job, ceil_div(job.rows, job.rows_per_block),
+                                         threads_of(config));
+  return Status::ok();
+}
+
+Status prepare_layer_norm_f32_cpu(const LayerNormArgs& args, const LaunchConfig& config,
+                                  CpuLaunch& launch) {
+  detail::validate_ew_operands("layer_norm", args.out, args.inputs, args.prologue);
+  const int k = args.normalized_dims;
+  KA_CHECK(k >= 1 && k <= args.out.ndim, "layer_norm: normalized_dims ", k,
+           " is out of range for shape ", args.out.shape_str());
+  const TensorView* extra[] = {&args.weight, &args.bias};
+  const char* names[] = {"weight", "bias"};
+  for (int i = 0; i < 2; ++i) {
+    const TensorView& t = *extra[i];
+    if (t.data == nullptr) continue;
+    KA_CHECK(t.dtype == DType::kFloat32 && t.device.type == DeviceType::kCPU, "layer_norm: ",
+             names[i], " must be a float32 CPU tensor");
+    bool ok = t.ndim == k;
+    for (int d = 0; ok && d < k; ++d) ok = t.size(d) == args.out.size(args.out.ndim - k + d);
+    KA_CHECK(ok, "layer_norm: ", names[i], " has shape ", t.shape_str(),
+             " but the normalized shape of ", args.out.shape_str(), " is its last ", k, " dims");
+  }
+  if (Status st = check_config(layer_norm_f32_cpu_descriptor(), config); !st) return st;
+  LayerNormJob job{&args, 0, config.get_or("rows_per_block", 1)};
+  std::int64_t n = 1;
+  for (int d = args.out.ndim - k; d < args.out.ndim; ++d) n *= args.out.size(d);
+  job.rows = n == 0 ? 0 : args.out.numel() / n;
+  launch.bind<LayerNormJob, layer_norm_block>(job, ceil_div(job.rows, job.rows_per_block),
+                                              threads_of(config));
+  return Status::ok();
+}
+
+Status prepare_sum_f32_cpu(const SumArgs& args, const LaunchConfig& config, CpuLaunch& launch) {
+  const TensorView* named[] = {&args.out, &args.in};
+  const char* names[] = {"out", "in"};
+  for (int i = 0; i < 2; ++i) {
+    KA_CHECK(named[i]->dtype == DType::kFloat32, "sum: ", names[i], " has dtype ",
+             long_name(named[i]->dtype), "; this kernel takes float32");
+    KA_CHECK(named[i]->device.type == DeviceType::kCPU, "sum: ", names[i], " is on ",
+             named[i]->device.str(), "; this kernel runs on cpu");
+  }
+  const int nd = args.in.ndim;
+  KA_CHECK(args.out.ndim == nd, "sum: out has shape ", args.out.shape_str(), " but in has ",
+           args.in.shape_str(), " (out keeps the reduced dims with size 1)");
+  KA_CHECK(nd == 64 || (args.reduce_mask >> nd) == 0, "sum: reduce_mask 0x", args.reduce_mask,
+           " names dims past ", nd);
+  for (int d = 0; d < nd; ++d) {
+    const bool reduced = ((args.reduce_mask >> d) & 1U) != 0;
+    KA_CHECK(args.out.size(d) == (reduced ? 1 : args.in.size(d)), "sum: out has shape ",
+             args.out.shape_str(), ", expected in's shape ", args.in.shape_str(),
+             " with size 1 on the reduced dims");
+  }
+  if (Status st = check_config(sum_f32_cpu_descriptor(), config); !st) return st;
+  SumJob job{&args, args.out.numel(), config.get_or("rows_per_block", 1), false};
+  if (job.outputs > 0) {
+    const TensorView o = out_as_input_shape(args);
+    Space row;
+    Space outer;
+    sum_spaces(args, o, row, outer);
+    job.columns = outer.nd > 0 && outer.strides[1][outer.nd - 1] == 1 &&
+                  row.strides[1][row.nd - 1] != 1 && row.volume() > 1;
+    // Column blocks cover whole runs of the inner kept dim (at least a chunk's worth).
+    if (job.columns) job.per_block = std::max<std::int64_t>(job.per_block, kEwChunk);
+  }
+  launch.bind<SumJob, sum_block>(job, ceil_div(job.outputs, job.per_block), threads_of(config));
+  return Status::ok();
+}
+
+Status softmax_f32_cpu(const SoftmaxArgs& args, const LaunchConfig& config) {
+  CpuLaunch launch;
+  if (Status st = prepare_softmax_f32_cpu(args, config, launch); !st) return st;
+  run_on_pool(launch);
+  return Status::ok();
+}
+
+Status layer_norm_f32_cpu(const LayerNormArgs& args, const LaunchConfig& config) {
+  CpuLaunch launch;
+  if (Status st = prepare_layer_norm_f32_cpu(args, config, launch); !st) return st;
+  run_on_pool(launch);
+  return Status::ok();
+}
+
+Status sum_f32_cpu(const SumArgs& args, const LaunchConfig& config) {
+  CpuLaunch launch;
+  if (Status st = prepare_sum_f32_cpu(args, config, launch); !st) return st;
+  run_on_pool(launch);
+  return Status::ok();
+}
+
+}  // namespace ka::kernels

@@ -1,0 +1,271 @@
+// The CPU softmax, layer_norm and sum against ATen: every dim, fused prologues (scale + mask,
+// residual add), optional affine parameters, every reduction dim set, strided inputs, thread
+// counts and the points of each descriptor's space.
+#include <ka/core/error.hpp>
+#include <ka/kernels/reduction.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace ka::kernels {
+namespace {
+
+TensorView view_of(const at::Tensor& t) {
+  TensorView v;
+  v.data = t.defined() ? t.data_ptr() : nullptr;
+  v.dtype = DType::kFloat32;
+  v.device = Device::cpu();
+  v.ndim = t.defined() ? static_cast<int>(t.dim()) : 0;
+  for (int d = 0; d < v.ndim; ++d) {
+    v.sizes[static_cast<std::size_t>(d)] = t.size(d);
+    v.strides[static_cast<std::size_t>(d)] = t.stride(d);
+  }
+  return v;
+}
+
+LaunchConfig config(std::int64_t rows_per_block, std::int64_t threads) {
+  LaunchConfig c;
+  c.set("rows_per_block", rows_per_block).set("threads", threads);
+  return c;
+}
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  if (got.numel() == 0) return;
+  EXPECT_TRUE(at::allclose(got, want, rtol, atol, /*equal_nan=*/true))
+      << what << ": max abs error " << (got - want).abs().max().item<float>();
+}
+
+EwProgram identity() {
+  EwProgram p;
+  p.set_result(p.input(0));
+  return p;
+}
+
+// x * scale + mask
+EwProgram scale_mask(float scale) {
+  EwProgram p;
+  p.set_result(p.binary(EwOp::kAdd, p.binary(EwOp::kMul, p.input(0), p.scalar(scale)), p.input(1)));
+  return p;
+}
+
+at::Tensor run_softmax(const at::Tensor& x, int dim, const LaunchConfig& cfg,
+                       const at::Tensor& mask = at::Tensor(), float scale = 1.0F) {
+  at::Tensor out = at::full(x.sizes(), NAN);
+  SoftmaxArgs args;
+  args.out = view_of(out);
+  args.dim = dim;
+  args.inputs[0] = view_of(x);
+  if (mask.defined()) {
+    args.prologue = scale_mask(scale);
+    args.inputs[1] = broadcast_view(view_of(mask), args.out.sizes.data(), args.out.ndim);
+  } else {
+    args.prologue = identity();
+  }
+  const Status st = softmax_f32_cpu(args, cfg);
+  EXPECT_TRUE(st.is_ok()) << st.reason();
+  return out;
+}
+
+TEST(SoftmaxCpu, EveryDimOfA3dTensor) {
+  at::manual_seed(1);
+  const at::Tensor x = at::randn({5, 37, 300}) * 3;
+  for (int dim = 0; dim < 3; ++dim) {
+    for (const auto& cfg : {config(1, 1), config(7, 2)}) {
+      expect_close(run_softmax(x, dim, cfg), at::softmax(x, dim), 1e-5, 1e-7,
+                   "dim " + std::to_string(dim) + " " + cfg.str());
+    }
+  }
+  // Non-contiguous input.
+  const at::Tensor xt = x.transpose(0, 2);
+  expect_close(run_softmax(xt, 2, config(4, 2)), at::softmax(xt, 2), 1e-5, 1e-7, "transposed");
+  // Long rows (many chunks, the running max grows across them).
+  const at::Tensor ramp = at::linspace(-20, 40, 5000).reshape({2, 2500});
+  expect_close(run_softmax(ramp, 1, config(1, 1)), at::softmax(ramp, 1), 1e-5, 1e-8, "ramp");
+}
+
+TEST(SoftmaxCpu, ScaleAndMaskPrologue) {
+  at::manual_seed(2);
+  const at::Tensor x = at::randn({2, 4, 33, 257});
+  at::Tensor mask = at::zeros({33, 257});
+  mask.masked_fill_(at::rand({33, 257}) < 0.3, -INFINITY);
+  mask.select(1, 0).fill_(0.0F);  // no row is fully masked
+  const float scale = 0.125F;
+  expect_close(run_softmax(x, 3, config(16, 2), mask, scale), at::softmax(x * scale + mask, 3),
+               1e-5, 1e-7, "scale+mask");
+  // A row fully masked is NaN, as in ATen.
+  at::Tensor all = at::full({1, 8}, -INFINITY);
+  const at::Tensor got = run_softmax(at::zeros({1, 8}), 1, config(1, 1), all, 1.0F);
+  EXPECT_TRUE(got.isnan().all().item<bool>());
+}
+
+TEST(SoftmaxCpu, EmptyAndScalar) {
+  const at::Tensor e = at::empty({0, 5});
+  expect_close(run_softmax(e, 1, config(1, 1)), at::softmax(e, 1), 1e-5, 1e-7, "empty");
+  const at::Tensor s = at::randn({});
+  expect_close(run_softmax(s, 0, config(1, 1)), at::softmax(s, 0), 1e-5, 1e-7, "0-d");
+  SoftmaxArgs bad;
+  bad.out = view_of(at::empty({3, 4}));
+  bad.inputs[0] = bad.out;
+  bad.prologue = identity();
+  bad.dim = 2;
+  EXPECT_THROW((void)softmax_f32_cpu(bad, config(1, 1)), ValueError);
+}
+
+at::Tensor run_layer_norm(const at::Tensor& x, int normalized_dims, const at::Tensor& w,
+                          const at::Tensor& b, const LaunchConfig& cfg,
+                          const at::Tensor& residual = at::Tensor()) {
+  at::Tensor out = at::full(x.sizes(), NAN);
+  LayerNormArgs args;
+  args.out = view_of(out);
+  args.normalized_dims = normalized_dims;
+  args.inputs[0] = view_of(x);
+  if (residual.defined()) {
+    args.inputs[1] = broadcast_view(view_of(residual), args.out.sizes.data(), args.out.ndim);
+    args.prologue.set_result(
+        args.prologue.binary(EwOp::kAdd, args.prologue.input(0), args.prologue.input(1)));
+  } else {
+    args.prologue = identity();
+  }
+  args.weight = view_of(w);
+  args.bias = view_of(b);
+  args.eps = 1e-5F;
+  const Status st = layer_norm_f32_cpu(args, cfg);
+  EXPECT_TRUE(st.is_ok()) << st.reason();
+  return out;
+}
+
+TEST(LayerNormCpu, WithAndWithoutAffine) {
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({4, 7, 300}) * 2 + 3;
+  for (int k = 1; k <= 2; ++k) {
+    const std::vector<std::int64_t> norm(x.sizes().end() - k, x.sizes().end());
+    const at::Tensor w = at::randn(norm);
+    const at::Tensor b = at::randn(norm);
+    const std::string what = "normalized_dims " + std::to_string(k);
+    expect_close(run_layer_norm(x, k, w, b, config(3, 2)), at::layer_norm(x, norm, w, b, 1e-5),
+                 1e-5, 1e-5, what + " affine");
+    expect_close(run_layer_norm(x, k, at::Tensor(), at::Tensor(), config(1, 1)),
+                 at::layer_norm(x, norm, {}, {}, 1e-5), 1e-5, 1e-5, what + " plain");
+    expect_close(run_layer_norm(x, k, w, at::Tensor(), config(2, 2)),
+                 at::layer_norm(x, norm, w, {}, 1e-5), 1e-5, 1e-5, what + " weight only");
+  }
+}
+
+TEST(LayerNormCpu, ResidualAddPrologueAndStridedInput) {
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({6, 1030});
+  const at::Tensor r = at::randn({6, 1030});
+  const at::Tensor w = at::randn({1030});
+  const at::Tensor b = at::randn({1030});
+  expect_close(run_layer_norm(x, 1, w, b, config(2, 2), r),
+               at::layer_norm(x + r, {1030}, w, b, 1e-5), 1e-5, 1e-5, "residual");
+  const at::Tensor xt = at::randn({50, 9}).t();  // normalized dim strided
+  const at::Tensor wt = at::randn({100}).slice(0, 0, 100, 2);
+  expect_close(run_layer_norm(xt, 1, wt, at::Tensor(), config(4, 1)),
+               at::layer_norm(xt, {50}, wt, {}, 1e-5), 1e-5, 1e-5, "transposed");
+  const at::Tensor x3 = at::randn({5, 6, 7}).permute({2, 0, 1});  // non-collapsible row
+  expect_close(run_layer_norm(x3, 2, at::Tensor(), at::Tensor(), config(1, 2)),
+               at::layer_norm(x3, {5, 6}, {}, {}, 1e-5), 1e-5, 1e-5, "permuted 2-d rows");
+  // Bad weight shape.
+  LayerNormArgs bad;
+  bad.out = view_of(at::empty({3, 4}));
+  bad.inputs[0] = bad.out;
+  bad.prologue = identity();
+  const at::Tensor w3 = at::randn({3});
+  bad.weight = view_of(w3);
+  EXPECT_THROW((void)layer_norm_f32_cpu(bad, config(1, 1)), ValueError);
+}
+
+at::Tensor run_sum(const at::Tensor& x, std::uint64_t mask, const LaunchConfig& cfg) {
+  std::vector<std::int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (((mask >> d) & 1U) != 0) sizes[d] = 1;
+  }
+  at::Tensor out = at::full(sizes, NAN);
+  SumArgs args;
+  args.out = view_of(out);
+  args.in = view_of(x);
+  args.reduce_mask = mask;
+  const Status st = sum_f32_cpu(args, cfg);
+  EXPECT_TRUE(st.is_ok()) << st.reason();
+  return out;
+}
+
+at::Tensor ref_sum(const at::Tensor& x, std::uint64_t mask) {
+  std::vector<std::int64_t> dims;
+  for (std::int64_t d = 0; d < x.dim(); ++d) {
+    if (((mask >> d) & 1U) != 0) dims.push_back(d);
+  }
+  if (dims.empty()) return x.clone();
+  return at::sum(x.to(at::kDouble), dims, /*keepdim=*/true).to(at::kFloat);
+}
+
+TEST(SumCpu, EveryDimSet) {
+  at::manual_seed(5);
+  const at::Tensor x = at::randn({6, 50, 70});
+  const std::vector<at::Tensor> inputs = {x, x.permute({2, 0, 1}), x.slice(2, 0, 70, 3)};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    for (std::uint64_t mask = 0; mask < 8; ++mask) {
+      for (const auto& cfg : {config(1, 1), config(16, 2)}) {
+        expect_close(run_sum(inputs[i], mask, cfg), ref_sum(inputs[i], mask), 1e-5, 1e-4,
+                     "input " + std::to_string(i) + " mask " + std::to_string(mask) + " " +
+                         cfg.str());
+      }
+    }
+  }
+}
+
+TEST(SumCpu, LongReductionsStayAccurate) {
+  at::manual_seed(6);
+  const at::Tensor x = at::rand({3, 200000});
+  expect_close(run_sum(x, 2, config(1, 2)), ref_sum(x, 2), 1e-6, 1e-3, "rows");
+  const at::Tensor y = at::rand({100000, 3});
+  expect_close(run_sum(y, 1, config(1, 2)), ref_sum(y, 1), 1e-6, 1e-3, "columns");
+  expect_close(run_sum(at::empty({0, 4}), 1, config(1, 1)), at::zeros({1, 4}), 0, 0, "empty");
+  expect_close(run_sum(at::empty({4, 0}), 2, config(1, 1)), at::zeros({4, 1}), 0, 0, "zero-length");
+}
+
+TEST(ReductionCpu, EveryPointOfEachSpaceRuns) {
+  at::manual_seed(7);
+  const at::Tensor x = at::randn({9, 130});
+  const ShapeKey key("aten::_softmax", {{DType::kFloat32, {9, 130}, true}});
+  for (const KernelDescriptor* d : {&softmax_f32_cpu_descriptor(), &layer_norm_f32_cpu_descriptor(),
+                                    &sum_f32_cpu_descriptor()}) {
+    const auto points = d->space.enumerate();
+    ASSERT_FALSE(points.empty()) << d->name;
+    const LaunchConfig def = d->default_config(key);
+    EXPECT_TRUE(d->can_run(key, def).is_ok()) << d->name << " " << def.str();
+    EXPECT_EQ(def.get_or("threads", 0), 1) << d->name << ": small calls stay on one thread";
+    EXPECT_FALSE(d->can_run(key, config(0, 1)).reason().empty()) << d->name;
+    for (const auto& point : points) {
+      const LaunchConfig full = d->complete(key, point);
+      ASSERT_TRUE(d->can_run(key, full).is_ok()) << d->name << " " << full.str();
+      if (d == &softmax_f32_cpu_descriptor()) {
+        expect_close(run_softmax(x, 1, full), at::softmax(x, 1), 1e-5, 1e-7, full.str());
+      } else if (d == &layer_norm_f32_cpu_descriptor()) {
+        expect_close(run_layer_norm(x, 1, at::Tensor(), at::Tensor(), full),
+                     at::layer_norm(x, {130}, {}, {}, 1e-5), 1e-5, 1e-5, full.str());
+      } else {
+        expect_close(run_sum(x, 2, full), ref_sum(x, 2), 1e-5, 1e-5, full.str());
+      }
+    }
+  }
+  EXPECT_EQ(softmax_f32_cpu_descriptor().name, "softmax_online_f32");
+  EXPECT_EQ(layer_norm_f32_cpu_descriptor().name, "layer_norm_welford_f32");
+  EXPECT_EQ(sum_f32_cpu_descriptor().name, "sum_f32");
+  // The kernels refuse a bad config as a value.
+  SumArgs args;
+  const at::Tensor out = at::empty({9, 1});
+  args.out = view_of(out);
+  args.in = view_of(x);
+  args.reduce_mask = 2;
+  EXPECT_FALSE(sum_f32_cpu(args, config(1, 0)).is_ok());
+}
+
+}  // namespace
+}  // namespace ka::kernels
