@@ -58,6 +58,42 @@ BiasView broadcast_bias(const AddmmArgs& args, std::int64_t m, std::int64_t n) {
   return v;
 }
 
+BmmShape validate_bmm(const BmmArgs& args, DeviceType expected_device) {
+  const TensorView* named[] = {&args.out, &args.mat1, &args.mat2};
+  const char* names[] = {"out", "mat1", "mat2"};
+  for (int i = 0; i < 3; ++i) {
+    const TensorView& t = *named[i];
+    KA_CHECK(t.dtype == DType::kFloat32, "bmm: ", names[i], " has dtype ", long_name(t.dtype),
+             "; this kernel takes float32");
+    KA_CHECK(t.device.type == expected_device, "bmm: ", names[i], " is on ", t.device.str(),
+             "; this kernel runs on ", to_string(expected_device));
+    KA_CHECK(t.ndim == 3, "bmm: ", names[i], " must be 3-D, got shape ", t.shape_str());
+  }
+  const BmmShape s{args.mat1.size(0), {args.mat1.size(1), args.mat2.size(2), args.mat1.size(2)}};
+  KA_CHECK(args.mat2.size(0) == s.batch && args.mat2.size(1) == s.gemm.k,
+           "bmm: mat1 and mat2 shapes cannot be multiplied (", args.mat1.shape_str(), " and ",
+           args.mat2.shape_str(), ")");
+  KA_CHECK(args.out.size(0) == s.batch && args.out.size(1) == s.gemm.m &&
+               args.out.size(2) == s.gemm.n,
+           "bmm: out has shape ", args.out.shape_str(), ", expected [", s.batch, ", ", s.gemm.m,
+           ", ", s.gemm.n, "]");
+  KA_CHECK(args.out.stride(2) == 1 || s.gemm.n <= 1, "bmm: out must have unit column stride, ",
+           "got strides [", args.out.stride(0), ", ", args.out.stride(1), ", ",
+           args.out.stride(2), "]");
+  return s;
+}
+
+BmmShape bmm_shape(const ShapeKey& key) {
+  KA_CHECK(key.op() == "aten::bmm" && key.args().size() == 2, "shape key ", key.str(),
+           " is not a batched GEMM (aten::bmm with 2 tensors)");
+  const TensorSpec& a = key.args()[0];
+  const TensorSpec& b = key.args()[1];
+  KA_CHECK(a.sizes.size() == 3 && b.sizes.size() == 3 && a.sizes[0] == b.sizes[0] &&
+               a.sizes[2] == b.sizes[1],
+           "shape key ", key.str(), ": mat1 and mat2 are not multipliable batches of matrices");
+  return {a.sizes[0], {a.sizes[1], b.sizes[2], a.sizes[2]}};
+}
+
 }  // namespace detail
 
 GemmShape gemm_shape(const ShapeKey& key) {

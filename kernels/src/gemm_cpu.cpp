@@ -1,6 +1,7 @@
 // Blocked CPU GEMM: each grid tile (tile_m x tile_n of the output) is one task; it walks K in
 // tile_k steps, packs its A and B panels into thread-local buffers and runs an ISA-specific
 // register-blocked micro-kernel over them. See Note [CPU GEMM blocking].
+#include "ew_math.hpp"
 #include "gemm_internal.hpp"
 
 #include <ka/core/error.hpp>
@@ -85,35 +86,54 @@ PackBuffers& pack_buffers() {
   return buffers;
 }
 
+// One GEMM (or a batch of them, `batch_*` strides apart) cut into tiles. Copied into the
+// CpuLaunch, so it holds raw operands rather than the args.
 struct TileJob {
-  const AddmmArgs* args;
-  GemmShape shape;
+  const float* a;
+  std::int64_t a_rs, a_cs, a_bs;
+  const float* b;
+  std::int64_t b_rs, b_cs, b_bs;
+  float* c;
+  std::int64_t ldc, c_bs;
   detail::BiasView bias;
+  float alpha, beta;
+  Epilogue epilogue;
+  GemmShape shape;
   detail::MicroKernelInfo micro;
-  std::int64_t tile_m, tile_n, tile_k, tiles_n;
+  std::int64_t tile_m, tile_n, tile_k, tiles_n, tiles_per_batch;
+};
+
+struct SkinnyJob {
+  detail::BiasView bias;
+  float beta;
+  Epilogue epilogue;
+  GemmShape shape;
+  detail::SkinnyArgs operands;
+  std::int64_t cols;
 };
 
 // Sets out[i0:i1, j0:j1] to beta * bias, or to zero without a bias term.
-void init_output(const AddmmArgs& args, const detail::BiasView& bias, std::int64_t i0,
-                 std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-  float* out = args.out.data_as<float>();
-  const std::int64_t ldc = args.out.stride(0);
+void init_output(float* out, std::int64_t ldc, const detail::BiasView& bias, float beta,
+                 std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
   for (std::int64_t i = i0; i < i1; ++i) {
     float* row = out + i * ldc;
     if (bias.data == nullptr) {
       std::fill(row + j0, row + j1, 0.0F);
     } else {
       const float* brow = bias.data + i * bias.row_stride;
-      for (std::int64_t j = j0; j < j1; ++j) row[j] = args.beta * brow[j * bias.col_stride];
+      for (std::int64_t j = j0; j < j1; ++j) row[j] = beta * brow[j * bias.col_stride];
     }
   }
 }
 
-void pack_a(const TensorView& a, std::int64_t row0, std::int64_t rows, std::int64_t k0,
-            std::int64_t kb, float* dst) {
-  const float* src = a.data_as<const float>();
-  const std::int64_t s0 = a.stride(0);
-  const std::int64_t s1 = a.stride(1);
+// out[i0:i1, j0:j1] = act(out[...]), while the block is still in cache.
+void apply_epilogue(Epilogue e, float* out, std::int64_t ldc, std::int64_t i0, std::int64_t i1,
+                    std::int64_t j0, std::int64_t j1) {
+  for (std::int64_t i = i0; i < i1; ++i) detail::apply_epilogue(e, out + i * ldc + j0, j1 - j0);
+}
+
+void pack_a(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
+            std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst) {
   constexpr std::int64_t mr = detail::kMicroRows;
   for (std::int64_t s = 0; s < ceil_div(rows, mr); ++s) {
     float* out = dst + s * mr * kb;
@@ -135,11 +155,8 @@ void pack_a(const TensorView& a, std::int64_t row0, std::int64_t rows, std::int6
   }
 }
 
-void pack_b(const TensorView& b, std::int64_t k0, std::int64_t kb, std::int64_t col0,
-            std::int64_t cols, std::int64_t nr, float* dst) {
-  const float* src = b.data_as<const float>();
-  const std::int64_t s0 = b.stride(0);
-  const std::int64_t s1 = b.stride(1);
+void pack_b(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
+            std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr, float* dst) {
   for (std::int64_t s = 0; s < ceil_div(cols, nr); ++s) {
     float* out = dst + s * nr * kb;
     const std::int64_t width = std::min(nr, cols - s * nr);
@@ -156,17 +173,26 @@ void pack_b(const TensorView& b, std::int64_t k0, std::int64_t kb, std::int64_t 
   }
 }
 
-void run_tile(const TileJob& job, std::int64_t tile) {
-  const AddmmArgs& args = *job.args;
+void run_tile(const TileJob& job, std::int64_t block) {
+  const std::int64_t batch = block / job.tiles_per_batch;
+  const std::int64_t tile = block % job.tiles_per_batch;
   const std::int64_t i0 = (tile / job.tiles_n) * job.tile_m;
   const std::int64_t j0 = (tile % job.tiles_n) * job.tile_n;
   const std::int64_t mb = std::min(job.tile_m, job.shape.m - i0);
   const std::int64_t nb = std::min(job.tile_n, job.shape.n - j0);
-  float* out = args.out.data_as<float>();
-  const std::int64_t ldc = args.out.stride(0);
+  const float* a = job.a + batch * job.a_bs;
+  const float* b = job.b + batch * job.b_bs;
+  float* out = job.c + batch * job.c_bs;
+  const std::int64_t ldc = job.ldc;
 
   // Output starts as beta * bias (or zero); the K blocks accumulate onto it.
-  init_output(args, job.bias, i0, i0 + mb, j0, j0 + nb);
+  init_output(out, ldc, job.bias, job.beta, i0, i0 + mb, j0, j0 + nb);
+  if (job.shape.k == 0) {
+    if (job.epilogue != Epilogue::kNone) {
+      apply_epilogue(job.epilogue, out, ldc, i0, i0 + mb, j0, j0 + nb);
+    }
+    return;
+  }
 
   const std::int64_t mr = detail::kMicroRows;
   const std::int64_t nr = job.micro.cols;
@@ -179,8 +205,9 @@ void run_tile(const TileJob& job, std::int64_t tile) {
   alignas(64) float edge[detail::kMicroRows * detail::kMaxMicroCols];
   for (std::int64_t k0 = 0; k0 < job.shape.k; k0 += job.tile_k) {
     const std::int64_t kb = std::min(job.tile_k, job.shape.k - k0);
-    pack_a(args.mat1, i0, mb, k0, kb, buf.a.data());
-    pack_b(args.mat2, k0, kb, j0, nb, nr, buf.b.data());
+    const bool last_k = k0 + job.tile_k >= job.shape.k;
+    pack_a(a, job.a_rs, job.a_cs, i0, mb, k0, kb, buf.a.data());
+    pack_b(b, job.b_rs, job.b_cs, k0, kb, j0, nb, nr, buf.b.data());
     for (std::int64_t js = 0; js < ceil_div(nb, nr); ++js) {
       const std::int64_t cols = std::min(nr, nb - js * nr);
       const float* bp = buf.b.data() + js * nr * kb;
@@ -189,14 +216,18 @@ void run_tile(const TileJob& job, std::int64_t tile) {
         const float* ap = buf.a.data() + is * mr * kb;
         float* c = out + (i0 + is * mr) * ldc + j0 + js * nr;
         if (rows == mr && cols == nr) {
-          job.micro.fn(kb, ap, bp, c, ldc, args.alpha);
+          job.micro.fn(kb, ap, bp, c, ldc, job.alpha);
         } else {
           std::fill(edge, edge + mr * nr, 0.0F);
-          job.micro.fn(kb, ap, bp, edge, nr, args.alpha);
+          job.micro.fn(kb, ap, bp, edge, nr, job.alpha);
           for (std::int64_t r = 0; r < rows; ++r) {
             for (std::int64_t j = 0; j < cols; ++j) c[r * ldc + j] += edge[r * nr + j];
           }
         }
+      }
+      // This column strip of the tile is final: apply the activation while it is in L1.
+      if (last_k && job.epilogue != Epilogue::kNone) {
+        apply_epilogue(job.epilogue, out, ldc, i0, i0 + mb, j0 + js * nr, j0 + js * nr + cols);
       }
     }
   }
@@ -218,24 +249,36 @@ std::int64_t pick_candidate(const std::vector<std::int64_t>& candidates, std::in
   return candidates.back();
 }
 
-// The CPU "launch" of a GEMM: block = one tile_n x tile_m output tile, grid = the tiles.
-void gemm_grid(const GemmShape& s, std::int64_t tm, std::int64_t tn, Dim3& grid, Dim3& block) {
+// The CPU "launch" of a GEMM: block = one tile_n x tile_m output tile, grid = the tiles (and
+// the batch in z for a bmm).
+void gemm_grid(const GemmShape& s, std::int64_t batch, std::int64_t tm, std::int64_t tn,
+               Dim3& grid, Dim3& block) {
   block = {tn, tm, 1};
-  grid = {std::max<std::int64_t>(1, ceil_div(s.n, tn)), std::max<std::int64_t>(1, ceil_div(s.m, tm)), 1};
+  grid = {std::max<std::int64_t>(1, ceil_div(s.n, tn)), std::max<std::int64_t>(1, ceil_div(s.m, tm)),
+          std::max<std::int64_t>(1, batch)};
 }
 
 LaunchConfig complete_gemm_config(const ShapeKey& shape, const LaunchConfig& point) {
   LaunchConfig c = point;
-  gemm_grid(gemm_shape(shape), point.get_or("tile_m", 1), point.get_or("tile_n", 1), c.grid, c.block);
+  gemm_grid(gemm_shape(shape), 1, point.get_or("tile_m", 1), point.get_or("tile_n", 1), c.grid,
+            c.block);
+  return c;
+}
+
+LaunchConfig complete_bmm_config(const ShapeKey& shape, const LaunchConfig& point) {
+  LaunchConfig c = point;
+  const detail::BmmShape s = detail::bmm_shape(shape);
+  gemm_grid(s.gemm, s.batch, point.get_or("tile_m", 1), point.get_or("tile_n", 1), c.grid,
+            c.block);
   return c;
 }
 
 bool uses_avx512() { return std::string_view(active_micro_kernel().isa) == "avx512"; }
 
-// Whether `config` can run a GEMM of shape `s`. Allocates nothing unless it refuses (it runs
-// on every call of gemm_f32_cpu).
-Status check_gemm_point(const GemmShape& s, bool mat2_row_major, const LaunchConfig& config) {
-  const KernelDescriptor& d = gemm_f32_cpu_descriptor();
+// Whether `config` of descriptor `d` can run `batch` GEMMs of shape `s`. Allocates nothing
+// unless it refuses (it runs on every call of gemm_f32_cpu).
+Status check_gemm_point(const KernelDescriptor& d, const GemmShape& s, std::int64_t batch,
+                        bool mat2_row_major, const LaunchConfig& config) {
   if (Status st = d.space.check(config); !st) return st;
   if (config.get_or("skinny", 0) == 1) {
     if (!uses_avx512()) {
@@ -248,7 +291,7 @@ Status check_gemm_point(const GemmShape& s, bool mat2_row_major, const LaunchCon
   }
   Dim3 grid;
   Dim3 block;
-  gemm_grid(s, config.get_or("tile_m", 1), config.get_or("tile_n", 1), grid, block);
+  gemm_grid(s, batch, config.get_or("tile_m", 1), config.get_or("tile_n", 1), grid, block);
   const bool unset = config.grid == Dim3{} && config.block == Dim3{};
   if (!unset && (config.grid != grid || config.block != block)) {
     LaunchConfig expected = config;
@@ -261,7 +304,13 @@ Status check_gemm_point(const GemmShape& s, bool mat2_row_major, const LaunchCon
 }
 
 Status check_gemm_config(const ShapeKey& shape, const LaunchConfig& config) {
-  return check_gemm_point(gemm_shape(shape), shape.args().back().contiguous, config);
+  return check_gemm_point(gemm_f32_cpu_descriptor(), gemm_shape(shape), 1,
+                          shape.args().back().contiguous, config);
+}
+
+Status check_bmm_config(const ShapeKey& shape, const LaunchConfig& config) {
+  const detail::BmmShape s = detail::bmm_shape(shape);
+  return check_gemm_point(bmm_f32_cpu_descriptor(), s.gemm, s.batch, true, config);
 }
 
 }  // namespace
@@ -277,6 +326,77 @@ std::int64_t l2_budget_bytes() {
 
 namespace {
 
+// The GEMM's tunable space; a bmm has no skinny path.
+TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) {
+  std::vector<Constraint> constraints = {
+      {"tile_m % 6 == 0 (micro-tile rows)",
+       [](const LaunchConfig& c) { return c.get_or("tile_m", 0) > 0 && c.get_or("tile_m", 0) % 6 == 0; }},
+      {"tile_n % 32 == 0 (widest micro-tile)",
+       [](const LaunchConfig& c) { return c.get_or("tile_n", 0) > 0 && c.get_or("tile_n", 0) % 32 == 0; }},
+      {"tile_k >= 1", [](const LaunchConfig& c) { return c.get_or("tile_k", 0) >= 1; }},
+      {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
+      {"skinny is 0 or 1",
+       [](const LaunchConfig& c) { return c.get_or("skinny", -1) == 0 || c.get_or("skinny", -1) == 1; }},
+      {"(tile_m + tile_n) * tile_k * 4 <= L2 bytes per core (packed panels stay in L2)",
+       [l2 = l2_budget_bytes()](const LaunchConfig& c) {
+         return (c.get_or("tile_m", 0) + c.get_or("tile_n", 0)) * c.get_or("tile_k", 0) * 4 <= l2;
+       }},
+  };
+  if (batched) {
+    constraints.push_back({"skinny == 0 (bmm has no skinny path)",
+                           [](const LaunchConfig& c) { return c.get_or("skinny", -1) == 0; }});
+  }
+  return TunableSpace(
+      {
+          {"tile_m", {6, 12, 24, 48, 96, 192, 384}, "rows of the output tile one task computes"},
+          {"tile_n", {32, 64, 128, 256, 512}, "columns of the output tile one task computes"},
+          {"tile_k", {64, 128, 256, 512}, "depth of the packed A/B panels (K block)"},
+          {"threads", threads, "worker threads running the tiles"},
+          {"skinny", {0, 1},
+           "1: stream B unpacked, tile_n columns per task (decode shapes; AVX-512, row-major B)"},
+      },
+      std::move(constraints));
+}
+
+// The default tiles for `batch` GEMMs of shape `s` (grid/block not filled).
+LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int64_t hw,
+                                bool skinny_ok) {
+  // Heuristic: split M evenly into tiles of at most 384 rows (the A block, 384 x 256 floats,
+  // stays in a 1 MiB L2, and taller tiles re-pack B less often per FLOP: 384 rows measured
+  // 79% of peak at 1024^3 against 61% for 96), N into tiles of at most 256 columns, K in
+  // blocks of 256; then split tiles until every thread has one.
+  const auto round_up = [](std::int64_t v, std::int64_t q) { return ceil_div(v, q) * q; };
+  const std::int64_t nb = std::max<std::int64_t>(batch, 1);
+  const std::int64_t m = std::max<std::int64_t>(s.m, 1);
+  std::int64_t tm = round_up(ceil_div(m, ceil_div(m, 384)), 6);
+  std::int64_t tn = pick_candidate({32, 64, 128, 256}, s.n);
+  // Below ~4 MFLOP (tens of microseconds) waking a second thread costs more than it saves.
+  const double flop = 2.0 * static_cast<double>(nb) * static_cast<double>(s.m) *
+                      static_cast<double>(s.n) * static_cast<double>(s.k);
+  const bool tiny = flop < 4.0e6;
+  while (!tiny && nb * ceil_div(s.m, tm) * ceil_div(s.n, tn) < hw) {
+    if (tn >= 64 && (tn >= tm || tm <= 6)) {
+      tn /= 2;
+    } else if (tm >= 12) {
+      tm = round_up(tm / 2, 6);
+    } else {
+      break;
+    }
+  }
+  const std::int64_t tiles = nb * ceil_div(s.m, tm) * ceil_div(s.n, tn);
+  LaunchConfig point;
+  point.set("tile_m", tm).set("tile_n", tn).set("tile_k", 256).set("skinny", 0);
+  point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
+  // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
+  // so stream it unpacked, 256 columns per task. See gemm_skinny_avx512.cpp.
+  if (skinny_ok && s.m <= 16 && !tiny && uses_avx512()) {
+    point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
+    point.set("tile_n", 256);
+    point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, 256)));
+  }
+  return point;
+}
+
 KernelDescriptor make_cpu_descriptor() {
   KernelDescriptor d;
   d.name = "gemm_f32_blocked";
@@ -286,30 +406,7 @@ KernelDescriptor make_cpu_descriptor() {
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
   const auto threads = thread_candidates();
-  d.space = TunableSpace(
-      {
-          {"tile_m", {6, 12, 24, 48, 96, 192, 384}, "rows of the output tile one task computes"},
-          {"tile_n", {32, 64, 128, 256, 512}, "columns of the output tile one task computes"},
-          {"tile_k", {64, 128, 256, 512}, "depth of the packed A/B panels (K block)"},
-          {"threads", threads, "worker threads running the tiles"},
-          {"skinny", {0, 1},
-           "1: stream B unpacked, tile_n columns per task (decode shapes; AVX-512, row-major B)"},
-      },
-      {
-          {"tile_m % 6 == 0 (micro-tile rows)",
-           [](const LaunchConfig& c) { return c.get_or("tile_m", 0) > 0 && c.get_or("tile_m", 0) % 6 == 0; }},
-          {"tile_n % 32 == 0 (widest micro-tile)",
-           [](const LaunchConfig& c) { return c.get_or("tile_n", 0) > 0 && c.get_or("tile_n", 0) % 32 == 0; }},
-          {"tile_k >= 1", [](const LaunchConfig& c) { return c.get_or("tile_k", 0) >= 1; }},
-          {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
-          {"skinny is 0 or 1",
-           [](const LaunchConfig& c) { return c.get_or("skinny", -1) == 0 || c.get_or("skinny", -1) == 1; }},
-          {"(tile_m + tile_n) * tile_k * 4 <= L2 bytes per core (packed panels stay in L2)",
-           [l2 = l2_budget_bytes()](const LaunchConfig& c) {
-             return (c.get_or("tile_m", 0) + c.get_or("tile_n", 0)) * c.get_or("tile_k", 0) * 4 <=
-                    l2;
-           }},
-      });
+  d.space = gemm_space(threads, false);
   d.complete = complete_gemm_config;
   d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
     for (const auto& t : shape.args()) {
@@ -318,41 +415,9 @@ KernelDescriptor make_cpu_descriptor() {
     return check_gemm_config(shape, config);
   };
   d.default_config = [threads](const ShapeKey& shape) {
-    // Heuristic: split M evenly into tiles of at most 384 rows (the A block, 384 x 256 floats,
-    // stays in a 1 MiB L2, and taller tiles re-pack B less often per FLOP: 384 rows measured
-    // 79% of peak at 1024^3 against 61% for 96), N into tiles of at most 256 columns, K in
-    // blocks of 256; then split tiles until every thread has one.
     const GemmShape s = gemm_shape(shape);
-    const std::int64_t hw = threads.back();
-    const auto round_up = [](std::int64_t v, std::int64_t q) { return ceil_div(v, q) * q; };
-    const std::int64_t m = std::max<std::int64_t>(s.m, 1);
-    std::int64_t tm = round_up(ceil_div(m, ceil_div(m, 384)), 6);
-    std::int64_t tn = pick_candidate({32, 64, 128, 256}, s.n);
-    // Below ~4 MFLOP (tens of microseconds) waking a second thread costs more than it saves.
-    const double flop = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
-                        static_cast<double>(s.k);
-    const bool tiny = flop < 4.0e6;
-    while (!tiny && ceil_div(s.m, tm) * ceil_div(s.n, tn) < hw) {
-      if (tn >= 64 && (tn >= tm || tm <= 6)) {
-        tn /= 2;
-      } else if (tm >= 12) {
-        tm = round_up(tm / 2, 6);
-      } else {
-        break;
-      }
-    }
-    const std::int64_t tiles = ceil_div(s.m, tm) * ceil_div(s.n, tn);
-    LaunchConfig point;
-    point.set("tile_m", tm).set("tile_n", tn).set("tile_k", 256).set("skinny", 0);
-    point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
-    // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
-    // so stream it unpacked, 256 columns per task. See gemm_skinny_avx512.cpp.
-    if (s.m <= 16 && !tiny && uses_avx512() && shape.args().back().contiguous) {
-      point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
-      point.set("tile_n", 256);
-      point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, 256)));
-    }
-    return complete_gemm_config(shape, point);
+    return complete_gemm_config(
+        shape, default_gemm_point(s, 1, threads.back(), shape.args().back().contiguous));
   };
   d.flop_count = [](const ShapeKey& shape) {
     const GemmShape s = gemm_shape(shape);
@@ -362,6 +427,40 @@ KernelDescriptor make_cpu_descriptor() {
     const GemmShape s = gemm_shape(shape);
     const double bias = shape.op() == "aten::addmm" ? static_cast<double>(s.n) : 0.0;
     return 4.0 * (static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) + bias);
+  };
+  return d;
+}
+
+KernelDescriptor make_bmm_descriptor() {
+  KernelDescriptor d;
+  d.name = "bmm_f32_blocked";
+  d.version = 1;
+  d.ops = {"aten::bmm"};
+  d.dtypes = {DType::kFloat32};
+  d.device = DeviceType::kCPU;
+  const auto threads = thread_candidates();
+  d.space = gemm_space(threads, true);
+  d.complete = complete_bmm_config;
+  d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
+    for (const auto& t : shape.args()) {
+      if (t.dtype != DType::kFloat32) return Status::unsupported("only float32 is supported");
+    }
+    return check_bmm_config(shape, config);
+  };
+  d.default_config = [threads](const ShapeKey& shape) {
+    const detail::BmmShape s = detail::bmm_shape(shape);
+    return complete_bmm_config(shape, default_gemm_point(s.gemm, s.batch, threads.back(), false));
+  };
+  d.flop_count = [](const ShapeKey& shape) {
+    const detail::BmmShape s = detail::bmm_shape(shape);
+    return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.gemm.m) *
+           static_cast<double>(s.gemm.n) * static_cast<double>(s.gemm.k);
+  };
+  d.byte_count = [](const ShapeKey& shape) {
+    const detail::BmmShape s = detail::bmm_shape(shape);
+    const GemmShape& g = s.gemm;
+    return 4.0 * static_cast<double>(s.batch) *
+           static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n);
   };
   return d;
 }
@@ -383,50 +482,127 @@ const KernelDescriptor& gemm_f32_cpu_descriptor() {
   return d;
 }
 
-Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config) {
-  const GemmShape s = detail::validate_addmm(args, DeviceType::kCPU);
-  const bool mat2_row_major = args.mat2.stride(1) == 1 || s.n <= 1;
-  if (Status st = check_gemm_point(s, mat2_row_major, config); !st) return st;
-  if (s.m == 0 || s.n == 0) return Status::ok();
+const KernelDescriptor& bmm_f32_cpu_descriptor() {
+  static const KernelDescriptor d = make_bmm_descriptor();
+  return d;
+}
 
-  const detail::BiasView bias = detail::broadcast_bias(args, s.m, s.n);
-  const auto threads = static_cast<int>(config.get_or("threads", 1));
-  if (config.get_or("skinny", 0) == 1) {
-    // One pointer captured: the std::function stays in its inline buffer (no allocation).
-    struct SkinnyJob {
-      const AddmmArgs* args;
-      detail::BiasView bias;
-      GemmShape shape;
-      detail::SkinnyArgs operands;
-      std::int64_t cols;
-    } const sj{&args, bias, s,
-               detail::SkinnyArgs{args.mat1.data_as<const float>(), args.mat1.stride(0),
-                                  args.mat1.stride(1), args.mat2.data_as<const float>(),
-                                  args.mat2.stride(0), args.out.data_as<float>(),
-                                  args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
-                                  args.alpha},
-               config.get_or("tile_n", 256)};
-    ThreadPool::global().parallel_for(ceil_div(s.n, sj.cols), threads, [p = &sj](std::int64_t t) {
-      const std::int64_t j0 = t * p->cols;
-      const std::int64_t j1 = std::min(p->shape.n, j0 + p->cols);
-      init_output(*p->args, p->bias, 0, p->shape.m, j0, j1);
-      if (p->shape.k > 0) detail::skinny_columns_avx512(p->operands, j0, j1);
-    });
-    return Status::ok();
+namespace {
+
+void run_skinny(const SkinnyJob& job, std::int64_t task) {
+  const std::int64_t j0 = task * job.cols;
+  const std::int64_t j1 = std::min(job.shape.n, j0 + job.cols);
+  const detail::SkinnyArgs& op = job.operands;
+  init_output(op.c, op.ldc, job.bias, job.beta, 0, job.shape.m, j0, j1);
+  if (job.shape.k > 0) detail::skinny_columns_avx512(op, j0, j1);
+  if (job.epilogue != Epilogue::kNone) {
+    apply_epilogue(job.epilogue, op.c, op.ldc, 0, job.shape.m, j0, j1);
   }
+}
 
+TileJob tile_job(const LaunchConfig& config, const GemmShape& s) {
   TileJob job{};
-  job.args = &args;
   job.shape = s;
-  job.bias = bias;
   job.micro = active_micro_kernel();
   job.tile_m = config.get_or("tile_m", 96);
   job.tile_n = config.get_or("tile_n", 256);
   job.tile_k = config.get_or("tile_k", 256);
   job.tiles_n = ceil_div(s.n, job.tile_n);
-  const std::int64_t tiles = ceil_div(s.m, job.tile_m) * job.tiles_n;
-  ThreadPool::global().parallel_for(tiles, threads,
-                                    [&job](std::int64_t tile) { run_tile(job, tile); });
+  job.tiles_per_batch = ceil_div(s.m, job.tile_m) * job.tiles_n;
+  job.alpha = 1.0F;
+  job.beta = 0.0F;
+  job.epilogue = Epilogue::kNone;
+  return job;
+}
+
+}  // namespace
+
+Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
+                            CpuLaunch& launch) {
+  const GemmShape s = detail::validate_addmm(args, DeviceType::kCPU);
+  const bool mat2_row_major = args.mat2.stride(1) == 1 || s.n <= 1;
+  if (Status st = check_gemm_point(gemm_f32_cpu_descriptor(), s, 1, mat2_row_major, config); !st) {
+    return st;
+  }
+  const auto threads = static_cast<int>(config.get_or("threads", 1));
+  if (s.m == 0 || s.n == 0) {
+    launch.blocks = 0;
+    launch.threads = threads;
+    return Status::ok();
+  }
+  const detail::BiasView bias = detail::broadcast_bias(args, s.m, s.n);
+  if (config.get_or("skinny", 0) == 1) {
+    SkinnyJob job{};
+    job.bias = bias;
+    job.beta = args.beta;
+    job.epilogue = args.epilogue;
+    job.shape = s;
+    job.operands = detail::SkinnyArgs{args.mat1.data_as<const float>(), args.mat1.stride(0),
+                                      args.mat1.stride(1), args.mat2.data_as<const float>(),
+                                      args.mat2.stride(0), args.out.data_as<float>(),
+                                      args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
+                                      args.alpha};
+    job.cols = config.get_or("tile_n", 256);
+    launch.bind<SkinnyJob, run_skinny>(job, ceil_div(s.n, job.cols), threads);
+    return Status::ok();
+  }
+  TileJob job = tile_job(config, s);
+  job.a = args.mat1.data_as<const float>();
+  job.a_rs = args.mat1.stride(0);
+  job.a_cs = args.mat1.stride(1);
+  job.b = args.mat2.data_as<const float>();
+  job.b_rs = args.mat2.stride(0);
+  job.b_cs = args.mat2.stride(1);
+  job.c = args.out.data_as<float>();
+  job.ldc = args.out.stride(0);
+  job.bias = bias;
+  job.alpha = args.alpha;
+  job.beta = args.beta;
+  job.epilogue = args.epilogue;
+  launch.bind<TileJob, run_tile>(job, job.tiles_per_batch, threads);
+  return Status::ok();
+}
+
+Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config) {
+  CpuLaunch launch;
+  if (Status st = prepare_gemm_f32_cpu(args, config, launch); !st) return st;
+  run_on_pool(launch);
+  return Status::ok();
+}
+
+Status prepare_bmm_f32_cpu(const BmmArgs& args, const LaunchConfig& config, CpuLaunch& launch) {
+  const detail::BmmShape bs = detail::validate_bmm(args, DeviceType::kCPU);
+  const GemmShape& s = bs.gemm;
+  if (Status st = check_gemm_point(bmm_f32_cpu_descriptor(), s, bs.batch, true, config); !st) {
+    return st;
+  }
+  const auto threads = static_cast<int>(config.get_or("threads", 1));
+  if (bs.batch == 0 || s.m == 0 || s.n == 0) {
+    launch.blocks = 0;
+    launch.threads = threads;
+    return Status::ok();
+  }
+  TileJob job = tile_job(config, s);
+  job.a = args.mat1.data_as<const float>();
+  job.a_bs = args.mat1.stride(0);
+  job.a_rs = args.mat1.stride(1);
+  job.a_cs = args.mat1.stride(2);
+  job.b = args.mat2.data_as<const float>();
+  job.b_bs = args.mat2.stride(0);
+  job.b_rs = args.mat2.stride(1);
+  job.b_cs = args.mat2.stride(2);
+  job.c = args.out.data_as<float>();
+  job.c_bs = args.out.stride(0);
+  job.ldc = args.out.stride(1);
+  job.alpha = 1.0F;
+  launch.bind<TileJob, run_tile>(job, bs.batch * job.tiles_per_batch, threads);
+  return Status::ok();
+}
+
+Status bmm_f32_cpu(const BmmArgs& args, const LaunchConfig& config) {
+  CpuLaunch launch;
+  if (Status st = prepare_bmm_f32_cpu(args, config, launch); !st) return st;
+  run_on_pool(launch);
   return Status::ok();
 }
 

@@ -60,4 +60,18 @@ GemmShape validate_addmm(const AddmmArgs& args, DeviceType expected_device);
 /// The bias view of args.self broadcast to [M, N]; empty when there is no self or beta == 0.
 BiasView broadcast_bias(const AddmmArgs& args, std::int64_t m, std::int64_t n);
 
+/// Batch count and per-batch M, N, K of a bmm.
+struct BmmShape {
+  std::int64_t batch = 0;
+  GemmShape gemm;
+};
+
+/// Validates a BmmArgs (dtypes, devices, ranks, batch and inner dimensions, out shape with unit
+/// column stride). Throws ka::ValueError naming the offending argument and shapes.
+BmmShape validate_bmm(const BmmArgs& args, DeviceType expected_device);
+
+/// Reads B, M, N, K from a shape key of aten::bmm(mat1, mat2). Throws ka::ValueError when the
+/// key is not a well-formed batched GEMM.
+BmmShape bmm_shape(const ShapeKey& key);
+
 }  // namespace ka::kernels::detail
