@@ -218,6 +218,29 @@ inline void validate_program_inputs(const char* what, const TensorView& out,
              out.shape_str(), " (broadcast it with broadcast_view)");
     KA_CHECK(in.data != nullptr || out.numel() == 0, what, ": input ", i, " has no data");
   }
+  // Exact aliasing (in-place) is fine: each element is read before it is written. A partial
+  // overlap would read values already overwritten.
+  const auto extent = [](const TensorView& t, std::uintptr_t& lo, std::uintptr_t& hi) {
+    std::int64_t last = 0;
+    for (int d = 0; d < t.ndim; ++d) last += (t.size(d) - 1) * t.stride(d);
+    lo = reinterpret_cast<std::uintptr_t>(t.data);
+    hi = lo + static_cast<std::uintptr_t>(last + 1) * sizeof(float);
+  };
+  if (out.numel() > 0) {
+    std::uintptr_t out_lo = 0;
+    std::uintptr_t out_hi = 0;
+    extent(out, out_lo, out_hi);
+    for (int i = 0; i < program.inputs; ++i) {
+      const TensorView& in = inputs[i];
+      std::uintptr_t lo = 0;
+      std::uintptr_t hi = 0;
+      extent(in, lo, hi);
+      bool same = in.data == out.data;
+      for (int d = 0; d < out.ndim && same; ++d) same = in.stride(d) == out.stride(d);
+      KA_CHECK(lo >= out_hi || hi <= out_lo || same, what, ": input ", i,
+               " partially overlaps out (only exact aliasing is allowed)");
+    }
+  }
   // Registers must be written before they are read; a malformed program would read garbage.
   const EwInstr* code = program.code.data();
   unsigned long long written = 0;

@@ -419,7 +419,7 @@ Status sum_f32_cuda(const SumArgs& args, const LaunchConfig& config, void* strea
   const int ndim = in.ndim;
   KA_CHECK(out.ndim == ndim, "sum_f32_cuda: out has shape ", out.shape_str(),
            "; expected in's rank (", in.shape_str(), ") with size 1 on reduced dims");
-  KA_CHECK(ndim == 64 || (args.reduce_mask >> ndim) == 0, "sum_f32_cuda: reduce_mask 0x", std::hex,
+  KA_CHECK((args.reduce_mask >> ndim) == 0, "sum_f32_cuda: reduce_mask 0x", std::hex,
            args.reduce_mask, " names dims past ", in.shape_str());
   for (int d = 0; d < ndim; ++d) {
     const bool reduced = ((args.reduce_mask >> d) & 1U) != 0;

@@ -258,6 +258,13 @@ TEST(ElementwiseCuda, InPlaceAliasingAndEmptyAndRejections) {
   bad.inputs[0].device = Device::cpu();
   EXPECT_THROW(static_cast<void>(elementwise_f32_cuda(bad, ew_config(128, 1), nullptr)),
                ValueError);
+  // A partial overlap between out and an input is a ValueError.
+  ElementwiseArgs shifted = args;
+  shifted.out.data = static_cast<float*>(args.out.data) + 1;
+  shifted.out.sizes[0] -= 1;
+  shifted.inputs[0].sizes[0] -= 1;
+  EXPECT_THROW(static_cast<void>(elementwise_f32_cuda(shifted, ew_config(128, 1), nullptr)),
+               ValueError);
   // Nothing to do for an empty output.
   at::Tensor empty = at::empty({0, 5}, at::kFloat);
   DeviceTensor de(empty);
