@@ -114,7 +114,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   }
 }
 
-// Any strides: offsets from the collapsed layout (tensor 0 is out, tensor 1 + j input j).
+// Any strides: offsets from the collapsed layout (tensor 0 is out, tensor 1 + j input j), with
+// `Index` arithmetic for the linear index (see Layout::offsets).
+template <typename Index>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     ew_strided(__grid_constant__ const EwProgram prog, float* out,
                __grid_constant__ const InputPtrs in, __grid_constant__ const Layout layout,
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       const long long i = i0 + k * stride;
       if (i >= n) break;
       long long off[kMaxTensors];
-      layout.offsets(i, off);
+      layout.offsets(static_cast<Index>(i), off);
       float xs[kMaxInputs];
       for (int j = 0; j < nin; ++j) xs[j] = in.p[j][off[j + 1]];
       out[off[0]] = eval_at(prog, xs);
@@ -201,8 +203,12 @@ Status elementwise_f32_cuda(const ElementwiseArgs& args, const LaunchConfig& con
   }
 
   if (!dense) {
-    ew_strided<<<grid_for(n, threads * static_cast<unsigned>(items)), threads, 0, s>>>(
-        args.program, out, in, layout, n, items);
+    const unsigned blocks = grid_for(n, threads * static_cast<unsigned>(items));
+    if (n <= INT32_MAX) {
+      ew_strided<unsigned><<<blocks, threads, 0, s>>>(args.program, out, in, layout, n, items);
+    } else {
+      ew_strided<long long><<<blocks, threads, 0, s>>>(args.program, out, in, layout, n, items);
+    }
   } else if (vec4) {
     switch (items) {
       case 1:

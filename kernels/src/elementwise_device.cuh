@@ -141,16 +141,20 @@ struct Layout {
   long long sizes[TensorView::kMaxDims] = {};
   long long strides[kMaxTensors][TensorView::kMaxDims] = {};
 
-  /// Offsets (in elements) of every tensor at the linear (row-major) index `linear`.
-  __host__ __device__ __forceinline__ void offsets(long long linear, long long* off) const {
+  /// Offsets (in elements) of every tensor at the linear (row-major) index `linear`. `Index`
+  /// is the type of the division: unsigned when the index space fits 32 bits (several times
+  /// cheaper on the GPU than 64-bit division), long long otherwise.
+  template <typename Index = long long>
+  __host__ __device__ __forceinline__ void offsets(Index linear, long long* off) const {
     for (int t = 0; t < tensors; ++t) off[t] = 0;
     for (int d = 0; d < ndim; ++d) {
-      long long idx = linear;
+      Index idx = linear;
       if (d + 1 < ndim) {
-        idx = linear % sizes[d];
-        linear /= sizes[d];
+        const auto size = static_cast<Index>(sizes[d]);
+        idx = linear % size;
+        linear /= size;
       }
-      for (int t = 0; t < tensors; ++t) off[t] += idx * strides[t][d];
+      for (int t = 0; t < tensors; ++t) off[t] += static_cast<long long>(idx) * strides[t][d];
     }
   }
 };
