@@ -101,11 +101,6 @@ __device__ __forceinline__ int group_lane(const GroupRows& g) {
   return static_cast<int>(threadIdx.x) % g.group_threads;
 }
 
-// Offsets of every tensor at the start of row `row` and, for element j, base + j * step.
-__device__ __forceinline__ void row_bases(const Layout& rows, long long row, long long* base) {
-  rows.offsets(row, base);
-}
-
 __device__ __forceinline__ float prologue_at(const EwProgram& prog, const InputPtrs& in,
                                              const long long* base, const long long* step,
                                              long long j) {
@@ -134,7 +129,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     const long long row = rb * g.rows_per_block + group_index(g);
     const bool valid = row < p.num_rows;
     long long base[kMaxTensors];
-    if (valid) row_bases(p.rows, row, base);
+    if (valid) p.rows.offsets(row, base);
     MaxSum acc{-INFINITY, 0.0F};
     if (valid) {
       for (long long j = group_lane(g); j < p.row_len; j += g.group_threads) {
@@ -161,7 +156,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   for (long long row = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
        row < p.num_rows; row += stride) {
     long long base[kMaxTensors];
-    row_bases(p.rows, row, base);
+    p.rows.offsets(row, base);
     MaxSum acc{-INFINITY, 0.0F};
     for (long long j = 0; j < p.row_len; ++j) {
       acc = combine(acc, MaxSum{prologue_at(prog, in, base, p.step, j), 1.0F});
@@ -197,7 +192,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     const long long row = rb * g.rows_per_block + group_index(g);
     const bool valid = row < p.num_rows;
     long long base[kMaxTensors];
-    if (valid) row_bases(p.rows, row, base);
+    if (valid) p.rows.offsets(row, base);
     const auto x_at = [&](long long j, long long* off) {
       p.cols.offsets(j, off);
       float xs[kMaxInputs];
@@ -234,12 +229,17 @@ struct SumParams {
   Layout reduced;
   long long num_out;
   long long reduced_len;
+  bool index32;  ///< reduced_len fits 32-bit division (see Layout::offsets)
 };
 
 __device__ __forceinline__ float reduced_at(const float* in, const SumParams& p, long long base,
                                             long long j) {
   long long off[kMaxTensors];
-  p.reduced.offsets(j, off);
+  if (p.index32) {
+    p.reduced.offsets(static_cast<unsigned>(j), off);
+  } else {
+    p.reduced.offsets(j, off);
+  }
   return in[base + off[0]];
 }
 
@@ -442,6 +442,7 @@ Status sum_f32_cuda(const SumArgs& args, const LaunchConfig& config, void* strea
   for (int d = 0; d < ndim; ++d) {
     if (((args.reduce_mask >> d) & 1U) != 0) p.reduced_len *= in.size(d);
   }
+  p.index32 = p.reduced_len <= INT32_MAX;
 
   cudaStream_t s = cuda_detail::as_stream(stream);
   const GroupRows g = group_rows(config);
