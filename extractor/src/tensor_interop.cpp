@@ -1,7 +1,7 @@
 #include <ka/core/error.hpp>
-#include <ka/runtime/tensor_interop.hpp>
+#include <ka/extractor/tensor_interop.hpp>
 
-namespace ka::runtime {
+namespace ka::extractor {
 
 DType to_dtype(c10::ScalarType type) {
   switch (type) {
@@ -47,4 +47,4 @@ kernels::TensorView to_view(const at::Tensor& t) {
   return v;
 }
 
-}  // namespace ka::runtime
+}  // namespace ka::extractor

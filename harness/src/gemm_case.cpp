@@ -1,7 +1,7 @@
 #include "gemm_case.hpp"
 
 #include <ka/kernels/gemm.hpp>
-#include <ka/runtime/tensor_interop.hpp>
+#include <ka/extractor/tensor_interop.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -34,10 +34,10 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_uni
   if (c.op == "aten::addmm") s.bias = at::empty({c.n}, opts).uniform_(-1.0, 1.0, gen);
   s.out_ka = at::empty({c.m, c.n}, opts);
   s.out_ref = at::empty({c.m, c.n}, opts);
-  s.args.out = runtime::to_view(s.out_ka);
-  s.args.mat1 = runtime::to_view(s.mat1);
-  s.args.mat2 = runtime::to_view(s.mat2);
-  if (s.bias.defined()) s.args.self = runtime::to_view(s.bias);
+  s.args.out = extractor::to_view(s.out_ka);
+  s.args.mat1 = extractor::to_view(s.mat1);
+  s.args.mat2 = extractor::to_view(s.mat2);
+  if (s.bias.defined()) s.args.self = extractor::to_view(s.bias);
   s.args.alpha = static_cast<float>(c.alpha);
   s.args.beta = static_cast<float>(c.beta);
 }

@@ -6,7 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace ka::runtime {
+namespace ka::extractor {
 
 /// ka's dtype for a libtorch scalar type. Throws ka::ValueError naming the type when ka has
 /// no equivalent.
@@ -16,4 +16,4 @@ DType to_dtype(c10::ScalarType type);
 /// more than TensorView::kMaxDims dims, without storage, or on an unsupported device/dtype.
 kernels::TensorView to_view(const at::Tensor& t);
 
-}  // namespace ka::runtime
+}  // namespace ka::extractor

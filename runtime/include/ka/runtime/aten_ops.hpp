@@ -6,8 +6,10 @@
 
 namespace ka::runtime {
 
-/// Defines aten::mm and aten::addmm (PyTorch's schemas) in ka's dispatcher and registers ka's
-/// CPU GEMM as their CPU kernel. Idempotent: the first call registers for the life of the
+/// Defines the operators ka serves (PyTorch's schemas) in ka's dispatcher: their CPU (and,
+/// when compiled, CUDA) kernel is "extract and execute" through Extractor::global();
+/// aten::linear and aten::softmax.int are CompositeImplicitAutograd and decompose through the
+/// dispatcher, as in PyTorch. Idempotent: the first call registers for the life of the
 /// process; later calls do nothing. Returns the names of the operators ka serves.
 ///
 ///   ka::runtime::register_aten_ops();

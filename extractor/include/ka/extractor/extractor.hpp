@@ -1,0 +1,140 @@
+// ExtractorAgent: turns operator calls and graphs of them into KernelTasks and runs them.
+#pragma once
+
+#include <ka/core/device.hpp>
+#include <ka/db/recommendation_table.hpp>
+#include <ka/executor/cpu_executor.hpp>
+#include <ka/extractor/fusion.hpp>
+#include <ka/extractor/kernel_registry.hpp>
+
+#include <ATen/core/ivalue.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ka::extractor {
+
+/// The states of one extraction (DESIGN.md §5); an error names the state it happened in.
+enum class Stage : std::uint8_t { kValidate, kFusion, kLookup, kPack, kConfigure, kSubmit };
+/// "validate", "fusion", "lookup", "pack", "configure", "submit".
+const char* to_string(Stage stage) noexcept;
+
+namespace detail {
+struct OpSpec;
+}
+
+/// An operator the extractor serves, resolved once from its exact signature so that eager
+/// calls do no string work.
+class OpHandle {
+ public:
+  OpHandle() = default;
+  [[nodiscard]] bool valid() const noexcept { return spec_ != nullptr; }
+  [[nodiscard]] std::string_view signature() const noexcept;
+  [[nodiscard]] const detail::OpSpec* spec() const noexcept { return spec_; }
+
+ private:
+  friend class Extractor;
+  explicit OpHandle(const detail::OpSpec* spec) : spec_(spec) {}
+  const detail::OpSpec* spec_ = nullptr;
+};
+
+/// A graph of operator calls over a table of values (TorchScript IR lowered by the runtime):
+/// `values` holds the inputs and constants; each node reads values by index and its outputs
+/// are written to the indices in `outputs`. Nodes are in topological order.
+struct OpGraph {
+  struct Node {
+    std::string signature;     ///< Exact overload: "aten::add.Tensor".
+    std::vector<int> inputs;   ///< Schema arguments, as indices into values.
+    std::vector<int> outputs;  ///< Where results go.
+  };
+  std::vector<c10::IValue> values;
+  std::vector<Node> nodes;
+  std::vector<int> outputs;  ///< Values the caller reads after the run (kept materialised).
+};
+
+/// Options of one graph extraction.
+struct GraphOptions {
+  bool fusion = true;  ///< false: every op is its own kernel ("ka unfused").
+};
+
+/// One extracted kernel launch as --explain and dump_extraction_context() show it.
+struct TaskPlan {
+  std::uint64_t task_id = 0;
+  std::string pattern;     ///< Signature, or fusion pattern "fused::ew_chain[mul+add+gelu]".
+  std::vector<int> nodes;  ///< Graph node indices it covers.
+  std::string fusion;      ///< Why these nodes fused, or "" for a single op.
+  std::string kernel;
+  int kernel_version = 0;
+  std::string device;
+  std::string shape_key;
+  std::string config;
+  std::string provenance;  ///< exact / nearest / arch-default / heuristic
+  std::vector<std::uint64_t> dependencies;
+};
+
+/// The ExtractorAgent (DESIGN.md §5): validate → fusion analysis → kernel lookup → argument
+/// packing + MemRange analysis → launch configuration → assemble and submit. Kernels come
+/// from per-device KernelRegistry objects (ka's built-in kernels are registered by the
+/// constructor); configurations come from the RecommendationTable (empty unless set) and
+/// fall back to each kernel's heuristic, with the provenance recorded on every task.
+///
+///   Extractor ex;
+///   OpHandle add = ex.resolve("aten::add.Tensor");
+///   c10::IValue args[] = {a, b, 1};
+///   c10::IValue out = ex.call(add, args, 3);      // eager, runs now
+///   auto plans = ex.run_graph(graph);             // fused, on the executor
+class Extractor {
+ public:
+  Extractor();
+  ~Extractor();
+  Extractor(const Extractor&) = delete;
+  Extractor& operator=(const Extractor&) = delete;
+
+  /// The process-wide extractor used by ka's registered kernels.
+  static Extractor& global();
+
+  /// The op for an exact signature. Throws ka::NotImplementedError "kernel not found for
+  /// <signature> on any device" when ka serves no such op.
+  [[nodiscard]] OpHandle resolve(std::string_view signature) const;
+  /// Signatures of every op ka can extract, sorted.
+  [[nodiscard]] static std::vector<std::string> supported_ops();
+
+  /// Eager call: one op with its schema arguments; runs before returning and returns the
+  /// result. Throws ka::ValueError (bad dtype, shapes, devices) or ka::NotImplementedError
+  /// (no kernel for the device), each naming the op, signature, device and stage; nothing
+  /// runs when extraction fails.
+  c10::IValue call(OpHandle op, const c10::IValue* args, std::size_t num_args);
+
+  /// Extracts a whole graph (with fusion unless disabled), submits every task to the CPU
+  /// executor (independent tasks overlap), waits, and stores results in graph.values.
+  /// Returns the plan of every task. Errors as call(); no task runs unless every node
+  /// extracted.
+  std::vector<TaskPlan> run_graph(OpGraph& graph, const GraphOptions& options = {});
+
+  /// The recommendation table consulted for configs (an empty one by default). Replacing it
+  /// drops cached configs. Thread-safe with respect to calls.
+  void set_table(std::shared_ptr<const db::RecommendationTable> table);
+  [[nodiscard]] std::shared_ptr<const db::RecommendationTable> table() const;
+
+  KernelRegistry& registry(DeviceType device);
+  [[nodiscard]] const KernelRegistry& registry(DeviceType device) const;
+  FusionChecker& fusion_checker() noexcept { return fusion_; }
+  executor::CpuExecutor& cpu_executor() noexcept { return *cpu_executor_; }
+
+  /// JSON describing this thread's last extraction: the request, the stage reached, fusion
+  /// groups, kernels, configs with provenance, MemRanges, and the error if one occurred.
+  [[nodiscard]] std::string dump_extraction_context() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  FusionChecker fusion_;
+  std::unique_ptr<executor::CpuExecutor> cpu_executor_;
+};
+
+}  // namespace ka::extractor

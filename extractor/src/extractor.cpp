@@ -1,0 +1,781 @@
+// The extraction state machine, the launch-config cache and the built-in kernel registrations.
+#include "ops.hpp"
+
+#include <ka/core/error.hpp>
+#include <ka/core/logging.hpp>
+#include <ka/executor/cuda_executor.hpp>
+#include <ka/extractor/extractor.hpp>
+#include <ka/extractor/tensor_interop.hpp>
+#include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/gemm.hpp>
+#include <ka/kernels/reduction.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace ka::extractor {
+
+const char* to_string(Stage stage) noexcept {
+  switch (stage) {
+    case Stage::kValidate:
+      return "validate";
+    case Stage::kFusion:
+      return "fusion";
+    case Stage::kLookup:
+      return "lookup";
+    case Stage::kPack:
+      return "pack";
+    case Stage::kConfigure:
+      return "configure";
+    case Stage::kSubmit:
+      return "submit";
+  }
+  return "?";
+}
+
+std::string_view OpHandle::signature() const noexcept {
+  return spec_ == nullptr ? std::string_view() : std::string_view(spec_->signature);
+}
+
+namespace {
+
+using detail::GroupArgs;
+using detail::NodeArgs;
+using detail::OpKind;
+using detail::OpSpec;
+using detail::Packed;
+
+// ---- built-in kernels -----------------------------------------------------------------------
+
+template <class Args, Status (*Prepare)(const Args&, const LaunchConfig&, kernels::CpuLaunch&)>
+Status prepare_cpu(const void* args, const LaunchConfig& config, kernels::CpuLaunch& launch) {
+  return Prepare(*static_cast<const Args*>(args), config, launch);
+}
+template <class Args, Status (*Launch)(const Args&, const LaunchConfig&, void*)>
+Status launch_cuda(const void* args, const LaunchConfig& config, void* stream) {
+  return Launch(*static_cast<const Args*>(args), config, stream);
+}
+
+struct Family {
+  const kernels::KernelDescriptor* (*cpu_descriptor)();
+  const kernels::KernelDescriptor* (*cuda_descriptor)();
+  KernelLaunchers cpu;
+  KernelLaunchers cuda;
+};
+
+Family family_of(OpKind kind) {
+  using namespace kernels;
+  switch (kind) {
+    case OpKind::kElementwise:
+      return {[] { return &elementwise_f32_cpu_descriptor(); },
+              [] { return &elementwise_f32_cuda_descriptor(); },
+              {&prepare_cpu<ElementwiseArgs, &prepare_elementwise_f32_cpu>, nullptr},
+              {nullptr, &launch_cuda<ElementwiseArgs, &elementwise_f32_cuda>}};
+    case OpKind::kGemm:
+      return {[] { return &gemm_f32_cpu_descriptor(); }, [] { return &gemm_f32_cuda_descriptor(); },
+              {&prepare_cpu<AddmmArgs, &prepare_gemm_f32_cpu>, nullptr},
+              {nullptr, &launch_cuda<AddmmArgs, &gemm_f32_cuda>}};
+    case OpKind::kBmm:
+      return {[] { return &bmm_f32_cpu_descriptor(); }, [] { return &bmm_f32_cuda_descriptor(); },
+              {&prepare_cpu<BmmArgs, &prepare_bmm_f32_cpu>, nullptr},
+              {nullptr, &launch_cuda<BmmArgs, &bmm_f32_cuda>}};
+    case OpKind::kSoftmax:
+      return {[] { return &softmax_f32_cpu_descriptor(); },
+              [] { return &softmax_f32_cuda_descriptor(); },
+              {&prepare_cpu<SoftmaxArgs, &prepare_softmax_f32_cpu>, nullptr},
+              {nullptr, &launch_cuda<SoftmaxArgs, &softmax_f32_cuda>}};
+    case OpKind::kLayerNorm:
+      return {[] { return &layer_norm_f32_cpu_descriptor(); },
+              [] { return &layer_norm_f32_cuda_descriptor(); },
+              {&prepare_cpu<LayerNormArgs, &prepare_layer_norm_f32_cpu>, nullptr},
+              {nullptr, &launch_cuda<LayerNormArgs, &layer_norm_f32_cuda>}};
+    case OpKind::kSum:
+      return {[] { return &sum_f32_cpu_descriptor(); }, [] { return &sum_f32_cuda_descriptor(); },
+              {&prepare_cpu<SumArgs, &prepare_sum_f32_cpu>, nullptr},
+              {nullptr, &launch_cuda<SumArgs, &sum_f32_cuda>}};
+  }
+  KA_ASSERT(false, "unknown op family");
+  return {};
+}
+
+struct PatternSpec {
+  const char* signature;
+  OpKind kind;
+};
+constexpr PatternSpec kPatterns[] = {
+    {"fused::ew_chain", OpKind::kElementwise},
+    {"fused::gemm_epilogue", OpKind::kGemm},
+    {"fused::pointwise_softmax", OpKind::kSoftmax},
+    {"fused::pointwise_layer_norm", OpKind::kLayerNorm},
+};
+
+void register_builtin(KernelRegistry& registry) {
+  const bool cuda = registry.device() == DeviceType::kCUDA;
+  auto add = [&](const char* signature, OpKind kind) {
+    const Family f = family_of(kind);
+    registry.add({signature, registry.device(), cuda ? f.cuda_descriptor() : f.cpu_descriptor(),
+                  cuda ? f.cuda : f.cpu, false});
+  };
+  for (const OpSpec& s : detail::op_specs()) add(s.signature, s.kind);
+  for (const PatternSpec& p : kPatterns) add(p.signature, p.kind);
+}
+
+// The registry signature of a group: the op's own, or its fusion pattern's.
+const char* group_signature(const GroupArgs& g) {
+  switch (g.kind) {
+    case FusionKind::kNone:
+      return g.nodes[0].spec->signature;
+    case FusionKind::kElementwiseChain:
+      return "fused::ew_chain";
+    case FusionKind::kGemmEpilogue:
+      return "fused::gemm_epilogue";
+    case FusionKind::kPointwiseReduction:
+      return g.nodes[g.count - 1].spec->kind == OpKind::kSoftmax ? "fused::pointwise_softmax"
+                                                                   : "fused::pointwise_layer_norm";
+  }
+  return "";
+}
+
+// ---- config cache -------------------------------------------------------------------------
+
+// Note [Config cache]
+// Resolving a config means building a ShapeKey (strings), asking the table and running the
+// kernel's heuristic: microseconds. Eager calls repeat shapes, so the answer is cached under
+// the "material" of the key — kernel entry, lookup op, and every key tensor's dtype, sizes and
+// contiguity — hashed into 64 bits and compared in full on every hit. A thread-local direct-
+// mapped front (64 slots) answers repeats without a lock; the shared map behind it takes a
+// shared lock. Replacing the table bumps a generation that invalidates both; old entries are
+// kept (tasks in flight point at their configs).
+struct CachedConfig {
+  LaunchConfig config;
+  const char* provenance = "heuristic";
+  std::string shape_key;
+  std::string kernel;
+  int kernel_version = 0;
+  std::uint64_t generation = 0;
+  std::vector<std::int64_t> material;
+};
+
+constexpr std::size_t kMaxMaterial = 4 + Packed::kMaxKeyViews * (3 + kernels::TensorView::kMaxDims);
+
+std::size_t build_material(const KernelEntry& entry, const Packed& p, std::int64_t* m) {
+  std::size_t n = 0;
+  m[n++] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(&entry));
+  m[n++] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p.lookup_op));
+  m[n++] = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p.key_op));
+  m[n++] = p.num_key_views;
+  for (int i = 0; i < p.num_key_views; ++i) {
+    const kernels::TensorView& v = p.key_views[static_cast<std::size_t>(i)];
+    m[n++] = static_cast<std::int64_t>(v.dtype);
+    m[n++] = v.ndim;
+    m[n++] = v.is_contiguous() ? 1 : 0;
+    for (int d = 0; d < v.ndim; ++d) m[n++] = v.size(d);
+  }
+  return n;
+}
+
+std::uint64_t hash_material(const std::int64_t* m, std::size_t n) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= static_cast<std::uint64_t>(m[i]);
+    h *= 1099511628211ULL;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+ShapeKey shape_key_of(const Packed& p) {
+  std::vector<TensorSpec> specs;
+  specs.reserve(static_cast<std::size_t>(p.num_key_views));
+  for (int i = 0; i < p.num_key_views; ++i) {
+    const kernels::TensorView& v = p.key_views[static_cast<std::size_t>(i)];
+    specs.push_back({v.dtype, std::vector<std::int64_t>(v.sizes.begin(), v.sizes.begin() + v.ndim),
+                     v.is_contiguous()});
+  }
+  return ShapeKey(p.key_op, std::move(specs));
+}
+
+// What the last extraction on this thread did, for dump_extraction_context(). Eager calls
+// record only pointers and ranges (cheap); the JSON is built when asked.
+struct LastExtraction {
+  bool graph = false;
+  const OpSpec* op = nullptr;
+  Device device;
+  Stage stage = Stage::kValidate;
+  bool ok = false;
+  std::string error;
+  const KernelEntry* entry = nullptr;
+  const CachedConfig* config = nullptr;
+  std::array<MemRange, Packed::kMaxRanges> ranges{};
+  int num_ranges = 0;
+  bool strided = false;
+  std::vector<TaskPlan> plans;
+  std::vector<std::string> signatures;
+};
+thread_local LastExtraction t_last;
+
+ParamBuffer& eager_buffer() {
+  thread_local ParamBuffer buffer;
+  return buffer;
+}
+
+[[noreturn]] void rethrow_in_stage(const std::string& prefix, Stage stage) {
+  const std::string where = prefix + to_string(stage) + ": ";
+  try {
+    throw;
+  } catch (const NotImplementedError& e) {
+    throw NotImplementedError(where + e.what(), e.where());
+  } catch (const ValueError& e) {
+    throw ValueError(where + e.what(), e.where());
+  } catch (const c10::Error& e) {
+    throw ValueError(where + e.what_without_backtrace());
+  }
+}
+
+}  // namespace
+
+struct Extractor::Impl {
+  KernelRegistry cpu{DeviceType::kCPU};
+  KernelRegistry cuda{DeviceType::kCUDA};
+  // entry cache per op spec and device type (filled on first use).
+  std::array<std::atomic<const KernelEntry*>, 20> cpu_entries{};
+  std::array<std::atomic<const KernelEntry*>, 20> cuda_entries{};
+
+  mutable std::shared_mutex table_mutex;
+  std::shared_ptr<const db::RecommendationTable> table =
+      std::make_shared<const db::RecommendationTable>();
+  std::atomic<std::uint64_t> generation{1};
+
+  mutable std::shared_mutex cache_mutex;
+  std::unordered_map<std::uint64_t, std::vector<std::unique_ptr<CachedConfig>>> cache;
+  std::vector<std::unique_ptr<CachedConfig>> retired;
+
+  std::mutex cuda_mutex;
+  std::unique_ptr<executor::CudaExecutor> cuda_executor;
+
+  KernelRegistry& registry(DeviceType t) { return t == DeviceType::kCUDA ? cuda : cpu; }
+
+  const KernelEntry& entry_for(const OpSpec& spec, Device device) {
+    auto& slots = device.type == DeviceType::kCUDA ? cuda_entries : cpu_entries;
+    auto& slot = slots[static_cast<std::size_t>(spec.id)];
+    if (log().should_log(spdlog::level::trace)) {
+      log().trace("kernel lookup: {} on {}", spec.signature, device.str());
+    }
+    if (const KernelEntry* e = slot.load(std::memory_order_acquire)) return *e;
+    if (device.type != DeviceType::kCPU && device.type != DeviceType::kCUDA) {
+      KA_THROW(NotImplementedError, "kernel not found for ", spec.signature, " on ", device.str());
+    }
+    const KernelEntry& e = registry(device.type).find(spec.signature);
+    if (!e.is_default) slot.store(&e, std::memory_order_release);
+    return e;
+  }
+
+  const CachedConfig& config_for(const KernelEntry& entry, const Packed& p) {
+    std::array<std::int64_t, kMaxMaterial> m{};
+    const std::size_t n = build_material(entry, p, m.data());
+    const std::uint64_t h = hash_material(m.data(), n);
+    const std::uint64_t gen = generation.load(std::memory_order_acquire);
+    struct Slot {
+      std::uint64_t hash = 0;
+      const CachedConfig* config = nullptr;
+      const Impl* owner = nullptr;
+    };
+    thread_local std::array<Slot, 64> front{};
+    Slot& s = front[h & 63U];
+    auto matches = [&](const CachedConfig* c) {
+      return c->generation == gen && c->material.size() == n &&
+             std::memcmp(c->material.data(), m.data(), n * sizeof(std::int64_t)) == 0;
+    };
+    if (s.hash == h && s.owner == this && s.config != nullptr && matches(s.config)) {
+      return *s.config;
+    }
+    {
+      std::shared_lock<std::shared_mutex> lock(cache_mutex);
+      if (const auto it = cache.find(h); it != cache.end()) {
+        for (const auto& c : it->second) {
+          if (matches(c.get())) {
+            s = {h, c.get(), this};
+            return *c;
+          }
+        }
+      }
+    }
+    auto fresh = resolve(entry, p, gen);
+    fresh->material.assign(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(n));
+    std::unique_lock<std::shared_mutex> lock(cache_mutex);
+    auto& bucket = cache[h];
+    bucket.push_back(std::move(fresh));
+    s = {h, bucket.back().get(), this};
+    return *bucket.back();
+  }
+
+  // The slow path: table (exact → nearest → arch default) or the kernel's heuristic.
+  std::unique_ptr<CachedConfig> resolve(const KernelEntry& entry, const Packed& p,
+                                        std::uint64_t gen) {
+    auto c = std::make_unique<CachedConfig>();
+    c->generation = gen;
+    const kernels::KernelDescriptor& d = *entry.descriptor;
+    c->kernel = d.name;
+    c->kernel_version = d.version;
+    const ShapeKey key = shape_key_of(p);
+    c->shape_key = key.str();
+    std::shared_ptr<const db::RecommendationTable> t;
+    {
+      std::shared_lock<std::shared_mutex> lock(table_mutex);
+      t = table;
+    }
+    if (t->size() > 0) {
+      if (auto pick = t->lookup(p.lookup_op, key)) {
+        if (!pick->kernel.empty() && pick->kernel != d.name) {
+          log().info("table entry for {} names kernel {}, but {} serves it here: not used",
+                     key.str(), pick->kernel, d.name);
+        } else {
+          const LaunchConfig full = d.complete ? d.complete(key, *pick->config) : *pick->config;
+          const Status st = d.can_run ? d.can_run(key, full) : Status::ok();
+          if (st) {
+            c->config = full;
+            c->provenance = pick->provenance == db::Provenance::kExact          ? "exact"
+                            : pick->provenance == db::Provenance::kNearestShape ? "nearest"
+                                                                                : "arch-default";
+            log().debug("config for {} from the table ({}): {}", key.str(), c->provenance,
+                        c->config.str());
+            return c;
+          }
+          log().warn("tuned config {} for {} cannot run it ({}): using the heuristic",
+                     full.str(), key.str(), st.reason());
+        }
+      }
+    }
+    KA_CHECK_TYPE(NotImplementedError, static_cast<bool>(d.default_config), "kernel ", d.name,
+                  " has no default configuration");
+    c->config = d.default_config(key);
+    c->provenance = "heuristic";
+    log().debug("config for {} from {}'s heuristic: {}", key.str(), d.name, c->config.str());
+    return c;
+  }
+
+  executor::CudaExecutor& cuda_exec(Device device) {
+    std::lock_guard<std::mutex> lock(cuda_mutex);
+    if (!cuda_executor) cuda_executor = std::make_unique<executor::CudaExecutor>(device);
+    return *cuda_executor;
+  }
+};
+
+Extractor::Extractor() : impl_(std::make_unique<Impl>()) {
+  register_builtin(impl_->cpu);
+  if (kernels::cuda_compiled()) register_builtin(impl_->cuda);
+  cpu_executor_ = std::make_unique<executor::CpuExecutor>(0);
+}
+
+Extractor::~Extractor() = default;
+
+Extractor& Extractor::global() {
+  static Extractor* extractor = new Extractor();  // never destroyed, like the dispatcher
+  return *extractor;
+}
+
+OpHandle Extractor::resolve(std::string_view signature) const {
+  const OpSpec* spec = detail::find_spec(signature);
+  KA_CHECK_TYPE(NotImplementedError, spec != nullptr, "kernel not found for ", signature,
+                " on any device: ka extracts ", [] {
+                  std::string s;
+                  for (const auto& o : supported_ops()) s += (s.empty() ? "" : ", ") + o;
+                  return s;
+                }());
+  return OpHandle(spec);
+}
+
+std::vector<std::string> Extractor::supported_ops() {
+  std::vector<std::string> out;
+  for (const OpSpec& s : detail::op_specs()) out.emplace_back(s.signature);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+KernelRegistry& Extractor::registry(DeviceType device) { return impl_->registry(device); }
+const KernelRegistry& Extractor::registry(DeviceType device) const {
+  return device == DeviceType::kCUDA ? impl_->cuda : impl_->cpu;
+}
+
+void Extractor::set_table(std::shared_ptr<const db::RecommendationTable> table) {
+  KA_CHECK(table != nullptr, "Extractor::set_table: null table");
+  std::unique_lock<std::shared_mutex> lock(impl_->table_mutex);
+  impl_->table = std::move(table);
+  std::unique_lock<std::shared_mutex> cache_lock(impl_->cache_mutex);
+  for (auto& [h, bucket] : impl_->cache) {
+    for (auto& c : bucket) impl_->retired.push_back(std::move(c));
+  }
+  impl_->cache.clear();
+  impl_->generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::shared_ptr<const db::RecommendationTable> Extractor::table() const {
+  std::shared_lock<std::shared_mutex> lock(impl_->table_mutex);
+  return impl_->table;
+}
+
+// Note [Eager path]
+// One op, run before returning: no fusion, no queue. The kernel entry is cached per op, the
+// arguments are packed into a thread-local ParamBuffer (reset per call: the task finishes
+// before the next call on this thread can reuse it), the config comes from the config cache,
+// and the executor runs the grid inline (or on the pool for multi-block work). The only heap
+// allocation is the output tensor.
+c10::IValue Extractor::call(OpHandle op, const c10::IValue* args, std::size_t num_args) {
+  KA_CHECK(op.valid(), "Extractor::call: invalid OpHandle");
+  const OpSpec& spec = *op.spec();
+  LastExtraction& last = t_last;
+  last.graph = false;
+  last.op = &spec;
+  last.ok = false;
+  last.entry = nullptr;
+  last.config = nullptr;
+  last.num_ranges = 0;
+  Stage stage = Stage::kValidate;
+  Device device;
+  try {
+    KA_CHECK(num_args == static_cast<std::size_t>(spec.num_args), "expected ", spec.num_args,
+             " arguments, got ", num_args);
+    std::array<const c10::IValue*, 8> ptrs{};
+    for (std::size_t i = 0; i < num_args; ++i) ptrs[i] = &args[i];
+    const NodeArgs node{&spec, ptrs.data(), static_cast<int>(num_args), -1};
+    const GroupArgs group{FusionKind::kNone, &node, 1};
+    device = detail::group_device(group);
+    last.device = device;
+    stage = Stage::kLookup;
+    const KernelEntry& entry = impl_->entry_for(spec, device);
+    last.entry = &entry;
+    stage = Stage::kPack;
+    ParamBuffer& buffer = eager_buffer();
+    buffer.reset();
+    Packed packed;
+    detail::pack_group(group, buffer, packed);
+    last.ranges = packed.ranges;
+    last.num_ranges = packed.num_ranges;
+    last.strided = packed.strided;
+    stage = Stage::kConfigure;
+    const CachedConfig& cfg = impl_->config_for(entry, packed);
+    last.config = &cfg;
+    stage = Stage::kSubmit;
+    if (device.type == DeviceType::kCPU) {
+      executor::KernelTask task;
+      task.kernel = entry.descriptor;
+      task.device = device;
+      task.config = &cfg.config;
+      task.config_source = cfg.provenance;
+      const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
+      KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
+                    cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
+      cpu_executor_->run_now(task);
+    } else {
+      KA_CHECK_TYPE(NotImplementedError, entry.launchers.launch_cuda != nullptr, "kernel ",
+                    entry.descriptor->name, " has no CUDA launcher");
+      const Status st = entry.launchers.launch_cuda(packed.args, cfg.config, nullptr);
+      KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
+                    cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
+    }
+    last.stage = stage;
+    last.ok = true;
+    return c10::IValue(std::move(packed.result));
+  } catch (...) {
+    last.stage = stage;
+    try {
+      rethrow_in_stage(std::string(spec.signature) + " on " + device.str() + ": ", stage);
+    } catch (const std::exception& e) {
+      last.error = e.what();
+      throw;
+    }
+  }
+}
+
+std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& options) {
+  LastExtraction& last = t_last;
+  last = LastExtraction{};
+  last.graph = true;
+  Stage stage = Stage::kValidate;
+  std::string where;
+  try {
+    const std::size_t n = graph.nodes.size();
+    std::vector<const OpSpec*> specs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& node = graph.nodes[i];
+      last.signatures.push_back(node.signature);
+      where = node.signature + " (node " + std::to_string(i) + "): ";
+      specs[i] = detail::find_spec(node.signature);
+      KA_CHECK_TYPE(NotImplementedError, specs[i] != nullptr, "kernel not found for ",
+                    node.signature, " on any device");
+      KA_CHECK(node.inputs.size() == static_cast<std::size_t>(specs[i]->num_args), "expected ",
+               specs[i]->num_args, " arguments, got ", node.inputs.size());
+      KA_CHECK(node.outputs.size() == 1, "expected 1 output, got ", node.outputs.size());
+      for (int v : node.inputs) {
+        KA_CHECK(v >= 0 && static_cast<std::size_t>(v) < graph.values.size(), "input value ", v,
+                 " out of range");
+      }
+      KA_CHECK(node.outputs[0] >= 0 && static_cast<std::size_t>(node.outputs[0]) < graph.values.size(),
+               "output value out of range");
+    }
+    where.clear();
+
+    // Fusion analysis: who reads what.
+    stage = Stage::kFusion;
+    std::vector<int> readers(graph.values.size(), 0);
+    for (const auto& node : graph.nodes) {
+      for (int v : node.inputs) ++readers[static_cast<std::size_t>(v)];
+    }
+    for (int v : graph.outputs) ++readers[static_cast<std::size_t>(v)];
+    std::vector<FusionNode> fnodes(n);
+    std::vector<int> link_arg(n, -1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const OpSpec& s = *specs[i];
+      FusionNode& f = fnodes[i];
+      f.signature = s.signature;
+      f.elementwise = s.kind == OpKind::kElementwise && !s.inplace;
+      f.gemm = s.kind == OpKind::kGemm;
+      f.activation = s.activation;
+      f.row_reduction = s.kind == OpKind::kSoftmax || s.kind == OpKind::kLayerNorm;
+      f.uses = readers[static_cast<std::size_t>(graph.nodes[i].outputs[0])];
+      if (i > 0) {
+        const int prev = graph.nodes[i - 1].outputs[0];
+        int hits = 0;
+        for (std::size_t a = 0; a < graph.nodes[i].inputs.size(); ++a) {
+          if (graph.nodes[i].inputs[a] == prev) {
+            ++hits;
+            link_arg[i] = static_cast<int>(a);
+          }
+        }
+        // The chain link must be the op's first (tensor) argument for reductions and
+        // activations; element-wise ops accept it anywhere; read twice means no chain.
+        const bool link_ok = hits == 1 && (f.elementwise || link_arg[i] == 0);
+        if (link_ok) f.chain_input = static_cast<int>(i - 1);
+        if (!link_ok) link_arg[i] = -1;
+      }
+      for (std::size_t a = 0; a < graph.nodes[i].inputs.size(); ++a) {
+        const auto& v = graph.values[static_cast<std::size_t>(graph.nodes[i].inputs[a])];
+        if (static_cast<int>(a) != link_arg[i] && (v.isTensor() || v.isNone())) {
+          f.external_inputs += v.isTensor() ? 1 : 0;
+        }
+      }
+    }
+    std::vector<FusionGroup> groups;
+    if (options.fusion) {
+      groups = fusion_.plan(fnodes, DeviceType::kCPU);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) groups.push_back({FusionKind::kNone, static_cast<int>(i), 1, ""});
+    }
+
+    // Extract every group before anything runs.
+    struct Extracted {
+      executor::KernelTask task;
+      TaskPlan plan;
+    };
+    struct TaskState {
+      ParamBuffer buffer;
+      Packed packed;
+    };
+    std::vector<Extracted> tasks;
+    std::vector<std::vector<const c10::IValue*>> arg_ptrs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int v : graph.nodes[i].inputs) {
+        arg_ptrs[i].push_back(&graph.values[static_cast<std::size_t>(v)]);
+      }
+    }
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      FusionGroup g = groups[gi];
+      std::vector<NodeArgs> nodes;
+      for (int k = 0; k < g.count; ++k) {
+        const auto i = static_cast<std::size_t>(g.first + k);
+        nodes.push_back({specs[i], arg_ptrs[i].data(), static_cast<int>(arg_ptrs[i].size()),
+                         k == 0 ? -1 : link_arg[i]});
+      }
+      GroupArgs ga{g.kind, nodes.data(), g.count};
+      const OpSpec& head = *specs[static_cast<std::size_t>(g.first)];
+      where = std::string(head.signature) + " (node " + std::to_string(g.first) + "): ";
+      stage = Stage::kLookup;
+      const Device device = detail::group_device(ga);
+      where = std::string(group_signature(ga)) + " (node " + std::to_string(g.first) + ") on " +
+              device.str() + ": ";
+      const KernelEntry& entry = impl_->registry(device.type).find(group_signature(ga));
+      stage = Stage::kPack;
+      auto state = std::make_shared<TaskState>();
+      detail::pack_group(ga, state->buffer, state->packed);
+      Packed& packed = state->packed;
+      // A prologue whose rows no longer fit the budget, or a measured "unfused" decision,
+      // splits the group: its nodes are extracted one by one instead.
+      bool split = false;
+      if (g.kind == FusionKind::kPointwiseReduction) {
+        std::int64_t row = 0;
+        for (int v = 0; v < packed.num_key_views; ++v) {
+          const auto& kv = packed.key_views[static_cast<std::size_t>(v)];
+          if (kv.ndim > 0) row += kv.size(kv.ndim - 1) * 4;
+        }
+        if (row > fusion_.budget(device.type).row_working_set_bytes) split = true;
+      }
+      if (g.kind != FusionKind::kNone && !split) {
+        const auto table = this->table();
+        if (table->size() > 0) {
+          if (auto pick = table->lookup(packed.lookup_op, shape_key_of(packed));
+              pick && pick->fusion == "unfused") {
+            split = true;
+            log().debug("{}: the table's measured decision is 'unfused'", packed.lookup_op);
+          }
+        }
+      }
+      if (split) {
+        groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(gi));
+        for (int k = g.count - 1; k >= 0; --k) {
+          groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(gi),
+                        FusionGroup{FusionKind::kNone, g.first + k, 1, "split: " + g.reason});
+        }
+        --gi;
+        continue;
+      }
+      stage = Stage::kConfigure;
+      const CachedConfig& cfg = impl_->config_for(entry, packed);
+      stage = Stage::kSubmit;
+      Extracted ex;
+      executor::KernelTask& task = ex.task;
+      task.kernel = entry.descriptor;
+      task.device = device;
+      task.config = &cfg.config;
+      task.config_source = cfg.provenance;
+      task.ranges.assign(packed.ranges.begin(), packed.ranges.begin() + packed.num_ranges);
+      task.label = group_signature(ga);
+      if (device.type == DeviceType::kCPU) {
+        const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
+        KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
+                      cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
+      } else {
+        const KernelEntry* e = &entry;
+        const LaunchConfig* c = &cfg.config;
+        const void* a = packed.args;
+        task.cuda_launch = [e, c, a](void* stream) {
+          const Status st = e->launchers.launch_cuda(a, *c, stream);
+          KA_CHECK_TYPE(NotImplementedError, st.is_ok(), e->descriptor->name, ": ", st.reason());
+        };
+      }
+      // The group's last node's output is its result; fused intermediates never materialise.
+      const int out_value = graph.nodes[static_cast<std::size_t>(g.first + g.count - 1)].outputs[0];
+      graph.values[static_cast<std::size_t>(out_value)] = packed.result;
+      task.params = state;
+      TaskPlan& plan = ex.plan;
+      plan.pattern = g.kind == FusionKind::kNone ? std::string(head.signature) : task.label + "[";
+      if (g.kind != FusionKind::kNone) {
+        for (int k = 0; k < g.count; ++k) {
+          plan.pattern += (k ? "+" : "");
+          plan.pattern += specs[static_cast<std::size_t>(g.first + k)]->signature;
+        }
+        plan.pattern += "]";
+      }
+      for (int k = 0; k < g.count; ++k) plan.nodes.push_back(g.first + k);
+      plan.fusion = g.kind == FusionKind::kNone ? g.reason : g.reason;
+      plan.kernel = entry.descriptor->name;
+      plan.kernel_version = entry.descriptor->version;
+      plan.device = device.str();
+      plan.shape_key = cfg.shape_key;
+      plan.config = cfg.config.str();
+      plan.provenance = cfg.provenance;
+      if (packed.strided) {
+        log().debug("{}: non-contiguous input, the strided variant of {} runs", plan.pattern,
+                    plan.kernel);
+      }
+      tasks.push_back(std::move(ex));
+    }
+    where.clear();
+
+    // Assemble and submit: CPU tasks on the executor (hazards order them), CUDA on streams.
+    stage = Stage::kSubmit;
+    std::vector<TaskPlan> plans;
+    std::vector<executor::KernelTask> cpu_tasks;
+    std::vector<std::size_t> cpu_plan;
+    bool any_cuda = false;
+    for (Extracted& ex : tasks) {
+      if (ex.task.device.type == DeviceType::kCPU) {
+        cpu_plan.push_back(plans.size());
+        cpu_tasks.push_back(std::move(ex.task));
+      } else {
+        any_cuda = true;
+        ex.plan.task_id = impl_->cuda_exec(ex.task.device).submit(std::move(ex.task));
+      }
+      plans.push_back(std::move(ex.plan));
+    }
+    const std::vector<std::uint64_t> ids = cpu_executor_->submit_batch(std::move(cpu_tasks));
+    for (std::size_t i = 0; i < ids.size(); ++i) plans[cpu_plan[i]].task_id = ids[i];
+    cpu_executor_->wait_all();
+    if (any_cuda) impl_->cuda_exec(Device::cuda(0)).synchronize();
+    for (TaskPlan& p : plans) {
+      p.dependencies = p.device == "cpu" ? cpu_executor_->dependencies_of(p.task_id)
+                                         : std::vector<std::uint64_t>{};
+    }
+    last.plans = plans;
+    last.stage = stage;
+    last.ok = true;
+    return plans;
+  } catch (...) {
+    last.stage = stage;
+    try {
+      rethrow_in_stage("graph: " + where, stage);
+    } catch (const std::exception& e) {
+      last.error = e.what();
+      throw;
+    }
+  }
+}
+
+std::string Extractor::dump_extraction_context() const {
+  using nlohmann::json;
+  const LastExtraction& last = t_last;
+  json j;
+  j["kind"] = last.graph ? "graph" : "eager";
+  j["stage"] = to_string(last.stage);
+  j["ok"] = last.ok;
+  if (!last.error.empty()) j["error"] = last.error;
+  auto range_json = [](const MemRange& r) {
+    return json{{"device", r.device.str()},
+                {"base", r.base},
+                {"bytes", r.bytes},
+                {"access", r.access == Access::kRead    ? "read"
+                           : r.access == Access::kWrite ? "write"
+                                                        : "read_write"}};
+  };
+  if (!last.graph) {
+    j["op"] = last.op ? last.op->signature : "";
+    j["device"] = last.device.str();
+    if (last.entry) {
+      j["kernel"] = last.entry->descriptor->name;
+      j["kernel_version"] = last.entry->descriptor->version;
+      j["default_kernel"] = last.entry->is_default;
+    }
+    if (last.config) {
+      j["shape_key"] = last.config->shape_key;
+      j["config"] = last.config->config.str();
+      j["provenance"] = last.config->provenance;
+    }
+    j["strided_inputs"] = last.strided;
+    j["mem_ranges"] = json::array();
+    for (int i = 0; i < last.num_ranges; ++i) {
+      j["mem_ranges"].push_back(range_json(last.ranges[static_cast<std::size_t>(i)]));
+    }
+  } else {
+    j["nodes"] = last.signatures;
+    j["tasks"] = json::array();
+    for (const TaskPlan& p : last.plans) {
+      j["tasks"].push_back(json{{"task_id", p.task_id},
+                                {"pattern", p.pattern},
+                                {"nodes", p.nodes},
+                                {"fusion", p.fusion},
+                                {"kernel", p.kernel},
+                                {"kernel_version", p.kernel_version},
+                                {"device", p.device},
+                                {"shape_key", p.shape_key},
+                                {"config", p.config},
+                                {"provenance", p.provenance},
+                                {"dependencies", p.dependencies}});
+    }
+  }
+  return j.dump(2);
+}
+
+}  // namespace ka::extractor

@@ -1,0 +1,647 @@
+// Operator specs and the packers of each kernel family. See Note [Packing].
+#include "ops.hpp"
+
+#include <ka/core/error.hpp>
+#include <ka/extractor/tensor_interop.hpp>
+#include <ka/kernels/reduction.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ka::extractor::detail {
+
+// Note [Packing]
+// A packer turns the schema arguments of a group into one kernel's argument struct, written
+// into the task's ParamBuffer (so scalars such as alpha or eps outlive the packing call),
+// allocates the group's output, and records every byte range read or written. Checks follow
+// ATen's rules and messages where ATen has them (broadcasting, "mat1 and mat2 shapes cannot
+// be multiplied"), and name the op and the argument otherwise. The hot path (one element-wise
+// op on small tensors) allocates nothing but the output tensor.
+
+namespace {
+
+constexpr std::array<OpSpec, 20> kSpecs = {{
+    {0, "aten::add.Tensor", OpKind::kElementwise, 3, false, false, {{0, 1}}},
+    {1, "aten::add.Scalar", OpKind::kElementwise, 3, false, false, {{0, -1}}},
+    {2, "aten::add_.Tensor", OpKind::kElementwise, 3, true, false, {{0, 1}}},
+    {3, "aten::sub.Tensor", OpKind::kElementwise, 3, false, false, {{0, 1}}},
+    {4, "aten::mul.Tensor", OpKind::kElementwise, 2, false, false, {{0, 1}}},
+    {5, "aten::mul.Scalar", OpKind::kElementwise, 2, false, false, {{0, -1}}},
+    {6, "aten::mul_.Tensor", OpKind::kElementwise, 2, true, false, {{0, 1}}},
+    {7, "aten::relu", OpKind::kElementwise, 1, false, true, {{0, -1}}},
+    {8, "aten::relu_", OpKind::kElementwise, 1, true, false, {{0, -1}}},
+    {9, "aten::gelu", OpKind::kElementwise, 2, false, true, {{0, -1}}},
+    {10, "aten::sigmoid", OpKind::kElementwise, 1, false, true, {{0, -1}}},
+    {11, "aten::silu", OpKind::kElementwise, 1, false, true, {{0, -1}}},
+    {12, "aten::mm", OpKind::kGemm, 2, false, false, {{-1, -1}}},
+    {13, "aten::addmm", OpKind::kGemm, 5, false, false, {{-1, -1}}},
+    {14, "aten::linear", OpKind::kGemm, 3, false, false, {{-1, -1}}},
+    {15, "aten::bmm", OpKind::kBmm, 2, false, false, {{-1, -1}}},
+    {16, "aten::_softmax", OpKind::kSoftmax, 3, false, false, {{-1, -1}}},
+    {17, "aten::softmax.int", OpKind::kSoftmax, 3, false, false, {{-1, -1}}},
+    {18, "aten::layer_norm", OpKind::kLayerNorm, 6, false, false, {{-1, -1}}},
+    {19, "aten::sum.dim_IntList", OpKind::kSum, 4, false, false, {{-1, -1}}},
+}};
+
+[[noreturn]] void fail(const OpSpec& op, const std::string& what) {
+  KA_THROW(ValueError, op.signature, ": ", what);
+}
+
+const at::Tensor& tensor_arg(const NodeArgs& n, int index, const char* name, Device device) {
+  const c10::IValue& v = *n.args[index];
+  if (!v.isTensor()) {
+    fail(*n.spec, std::string("argument '") + name + "' (position " + std::to_string(index) +
+                      ") must be a Tensor, got " + v.tagKind());
+  }
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined()) fail(*n.spec, std::string("argument '") + name + "' is an undefined tensor");
+  KA_CHECK_TYPE(NotImplementedError, t.scalar_type() == at::kFloat, n.spec->signature,
+                ": ka's kernels take float32; argument '", name, "' is ",
+                c10::toString(t.scalar_type()));
+  const auto& d = t.device();
+  const bool same = d.is_cpu() ? device.type == DeviceType::kCPU
+                               : d.is_cuda() && device.type == DeviceType::kCUDA &&
+                                     d.index() == device.index;
+  if (!same) {
+    fail(*n.spec, std::string("expected all tensors on ") + device.str() + ", but argument '" +
+                      name + "' is on " + d.str());
+  }
+  return t;
+}
+
+const at::Tensor* optional_tensor_arg(const NodeArgs& n, int index, const char* name,
+                                      Device device) {
+  if (index >= n.num_args || n.args[index]->isNone()) return nullptr;
+  return &tensor_arg(n, index, name, device);
+}
+
+double scalar_arg(const NodeArgs& n, int index, const char* name) {
+  const c10::IValue& v = *n.args[index];
+  if (v.isDouble()) return v.toDouble();
+  if (v.isInt()) return static_cast<double>(v.toInt());
+  if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+  if (v.isScalar()) return v.toScalar().toDouble();
+  fail(*n.spec, std::string("argument '") + name + "' must be a number, got " + v.tagKind());
+}
+
+std::int64_t int_arg(const NodeArgs& n, int index, const char* name) {
+  const c10::IValue& v = *n.args[index];
+  if (!v.isInt()) {
+    fail(*n.spec, std::string("argument '") + name + "' must be an int, got " + v.tagKind());
+  }
+  return v.toInt();
+}
+
+void check_arity(const NodeArgs& n) {
+  if (n.num_args != n.spec->num_args) {
+    fail(*n.spec, "expected " + std::to_string(n.spec->num_args) + " arguments, got " +
+                      std::to_string(n.num_args));
+  }
+}
+
+std::int64_t wrap_dim(const OpSpec& op, std::int64_t dim, std::int64_t ndim) {
+  const std::int64_t n = std::max<std::int64_t>(ndim, 1);
+  if (dim < -n || dim >= n) {
+    fail(op, "dimension out of range (expected to be in range of [" + std::to_string(-n) + ", " +
+                 std::to_string(n - 1) + "], but got " + std::to_string(dim) + ")");
+  }
+  return dim < 0 ? dim + n : dim;
+}
+
+at::Tensor allocate(c10::IntArrayRef sizes, Device device) {
+  if (device.type == DeviceType::kCPU) {
+    // Straight to the CPU allocator: the dispatcher round trip of at::empty costs more than
+    // a small element-wise kernel.
+    return at::detail::empty_cpu(sizes, at::kFloat, /*pin_memory=*/false,
+                                 c10::MemoryFormat::Contiguous);
+  }
+  return at::empty(sizes, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device.index));
+}
+
+void add_range(Packed& out, const at::Tensor& t, Access access) {
+  KA_ASSERT(out.num_ranges < Packed::kMaxRanges, "too many MemRanges in one task");
+  out.ranges[static_cast<std::size_t>(out.num_ranges++)] = range_of(t, access);
+}
+
+void add_key(Packed& out, const kernels::TensorView& v) {
+  if (out.num_key_views < Packed::kMaxKeyViews) {
+    out.key_views[static_cast<std::size_t>(out.num_key_views++)] = v;
+  }
+}
+
+// ---- element-wise ------------------------------------------------------------------------
+
+// The external tensor inputs of a chain, deduplicated, and the output shape they broadcast to.
+struct EwInputs {
+  std::array<const at::Tensor*, kernels::EwProgram::kMaxInputs> tensors{};
+  int count = 0;
+  std::array<std::int64_t, kernels::TensorView::kMaxDims> sizes{};
+  int ndim = 0;
+
+  int index_of(const OpSpec& op, const at::Tensor& t) {
+    for (int i = 0; i < count; ++i) {
+      if (tensors[static_cast<std::size_t>(i)]->unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        return i;
+      }
+    }
+    if (count == kernels::EwProgram::kMaxInputs) fail(op, "too many inputs in one fused kernel");
+    tensors[static_cast<std::size_t>(count)] = &t;
+    broadcast_into(op, t);
+    return count++;
+  }
+  void broadcast_into(const OpSpec& op, const at::Tensor& t) {
+    const int td = static_cast<int>(t.dim());
+    if (td > kernels::TensorView::kMaxDims) fail(op, "more than 8 dimensions");
+    const int nd = std::max(ndim, td);
+    std::array<std::int64_t, kernels::TensorView::kMaxDims> r{};
+    for (int i = 0; i < nd; ++i) {
+      const int a = i - (nd - ndim);
+      const int b = i - (nd - td);
+      const std::int64_t sa = a >= 0 ? sizes[static_cast<std::size_t>(a)] : 1;
+      const std::int64_t sb = b >= 0 ? t.size(b) : 1;
+      if (sa != sb && sa != 1 && sb != 1) {
+        fail(op, "the size of tensor a (" + std::to_string(sa) + ") must match the size of tensor b (" +
+                     std::to_string(sb) + ") at non-singleton dimension " + std::to_string(i));
+      }
+      r[static_cast<std::size_t>(i)] = sa == 1 ? sb : sa;
+    }
+    sizes = r;
+    ndim = nd;
+  }
+};
+
+// Emits node `n`'s computation; `link` is the register of the previous node's output.
+int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgram& p,
+                     Device device) {
+  using kernels::EwOp;
+  const OpSpec& op = *n.spec;
+  auto reg = [&](int arg, const char* name) {
+    if (arg == n.link_arg) return link;
+    return p.input(in.index_of(op, tensor_arg(n, arg, name, device)));
+  };
+  switch (op.id) {
+    case 0:  // add.Tensor(self, other, alpha)
+    case 2:
+    case 3: {  // sub.Tensor(self, other, alpha)
+      const int a = reg(0, "self");
+      int b = reg(1, "other");
+      const double alpha = scalar_arg(n, 2, "alpha");
+      if (alpha != 1.0) b = p.binary(EwOp::kMul, b, p.scalar(static_cast<float>(alpha)));
+      return p.binary(op.id == 3 ? EwOp::kSub : EwOp::kAdd, a, b);
+    }
+    case 1: {  // add.Scalar(self, other, alpha)
+      const int a = reg(0, "self");
+      const double v = scalar_arg(n, 1, "other") * scalar_arg(n, 2, "alpha");
+      return p.binary(EwOp::kAdd, a, p.scalar(static_cast<float>(v)));
+    }
+    case 4:
+    case 6:
+      return p.binary(EwOp::kMul, reg(0, "self"), reg(1, "other"));
+    case 5:
+      return p.binary(EwOp::kMul, reg(0, "self"),
+                      p.scalar(static_cast<float>(scalar_arg(n, 1, "other"))));
+    case 7:
+    case 8:
+      return p.unary(EwOp::kRelu, reg(0, "self"));
+    case 9: {
+      const c10::IValue& approx = *n.args[1];
+      if (!approx.isString()) fail(op, "argument 'approximate' must be a str");
+      const std::string& a = approx.toStringRef();
+      if (a != "none" && a != "tanh") {
+        fail(op, "approximate argument must be either none or tanh, got '" + a + "'");
+      }
+      return p.unary(a == "tanh" ? EwOp::kGeluTanh : EwOp::kGelu, reg(0, "self"));
+    }
+    case 10:
+      return p.unary(EwOp::kSigmoid, reg(0, "self"));
+    case 11:
+      return p.unary(EwOp::kSilu, reg(0, "self"));
+    default:
+      KA_ASSERT(false, op.signature, " is not element-wise");
+  }
+  return 0;
+}
+
+// Packs a chain of element-wise nodes into `program`/`inputs`; returns the broadcast shape.
+EwInputs pack_chain(const GroupArgs& g, int count, kernels::EwProgram& program, Device device) {
+  EwInputs in;
+  int link = -1;
+  for (int k = 0; k < count; ++k) {
+    const NodeArgs& n = g.nodes[k];
+    check_arity(n);
+    link = emit_elementwise(n, link, in, program, device);
+  }
+  program.set_result(link);
+  return in;
+}
+
+// `keys`: whether the deduplicated inputs form the shape key (fused groups); a single op's
+// key lists its tensor arguments in schema order instead (see key_single_op).
+void fill_inputs(const EwInputs& in, const at::Tensor& out,
+                 std::array<kernels::TensorView, kernels::EwProgram::kMaxInputs>& views,
+                 Packed& packed, bool keys = true) {
+  for (int i = 0; i < in.count; ++i) {
+    const at::Tensor& t = *in.tensors[static_cast<std::size_t>(i)];
+    const kernels::TensorView v = to_view(t);
+    views[static_cast<std::size_t>(i)] =
+        kernels::broadcast_view(v, out.sizes().data(), static_cast<int>(out.dim()));
+    packed.strided = packed.strided || !v.is_contiguous();
+    if (keys) add_key(packed, v);
+    if (t.unsafeGetTensorImpl() != out.unsafeGetTensorImpl()) add_range(packed, t, Access::kRead);
+  }
+}
+
+void pack_elementwise(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
+  auto* args = buf.emplace<kernels::ElementwiseArgs>();
+  const EwInputs in = pack_chain(g, g.count, args->program, out.device);
+  const OpSpec& last = *g.nodes[g.count - 1].spec;
+  const c10::IntArrayRef shape(in.sizes.data(), static_cast<std::size_t>(in.ndim));
+  const NodeArgs& first = g.nodes[0];
+  if (g.count == 1 && last.inplace) {
+    const at::Tensor& self = first.args[0]->toTensor();
+    if (self.sizes() != shape) {
+      fail(last, "output with shape " + c10::str(self.sizes()) +
+                     " doesn't match the broadcast shape " + c10::str(shape));
+    }
+    out.result = self;
+    add_range(out, self, Access::kReadWrite);
+  } else {
+    out.result = allocate(shape, out.device);
+    add_range(out, out.result, Access::kWrite);
+  }
+  args->out = to_view(out.result);
+  fill_inputs(in, out.result, args->inputs, out, g.count > 1);
+  if (g.count == 1) {
+    // ShapeKey: every tensor argument in schema order (add(x, x) has two).
+    for (const std::int8_t a : last.tensor_args) {
+      if (a >= 0) add_key(out, to_view(first.args[a]->toTensor()));
+    }
+  }
+  out.args = args;
+  out.family = OpKind::kElementwise;
+  out.key_op = g.count == 1 ? last.signature : "fused::ew_chain";
+  out.lookup_op = out.key_op;
+}
+
+// ---- GEMM --------------------------------------------------------------------------------
+
+kernels::Epilogue epilogue_of(const NodeArgs& n) {
+  switch (n.spec->id) {
+    case 7:
+      return kernels::Epilogue::kRelu;
+    case 9: {
+      const c10::IValue& a = *n.args[1];
+      if (!a.isString() || (a.toStringRef() != "none" && a.toStringRef() != "tanh")) {
+        fail(*n.spec, "approximate argument must be either none or tanh");
+      }
+      return a.toStringRef() == "tanh" ? kernels::Epilogue::kGeluTanh : kernels::Epilogue::kGelu;
+    }
+    case 10:
+      return kernels::Epilogue::kSigmoid;
+    case 11:
+      return kernels::Epilogue::kSilu;
+    default:
+      KA_ASSERT(false, n.spec->signature, " is not an activation");
+  }
+  return kernels::Epilogue::kNone;
+}
+
+void check_matrices(const OpSpec& op, const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() != 2) fail(op, "self must be a matrix, got " + std::to_string(a.dim()) + "-D");
+  if (b.dim() != 2) fail(op, "mat2 must be a matrix, got " + std::to_string(b.dim()) + "-D");
+  if (a.size(1) != b.size(0)) {
+    fail(op, "mat1 and mat2 shapes cannot be multiplied (" + std::to_string(a.size(0)) + "x" +
+                 std::to_string(a.size(1)) + " and " + std::to_string(b.size(0)) + "x" +
+                 std::to_string(b.size(1)) + ")");
+  }
+}
+
+void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
+  const NodeArgs& n = g.nodes[0];
+  check_arity(n);
+  const OpSpec& op = *n.spec;
+  auto* args = buf.emplace<kernels::AddmmArgs>();
+  const at::Tensor* bias = nullptr;
+  at::Tensor mat1;
+  at::Tensor mat2;
+  std::vector<std::int64_t> out_shape;  // only for linear on >2-D input
+  if (op.id == 12) {  // mm(self, mat2)
+    mat1 = tensor_arg(n, 0, "self", out.device);
+    mat2 = tensor_arg(n, 1, "mat2", out.device);
+    args->beta = 0.0F;
+  } else if (op.id == 13) {  // addmm(self, mat1, mat2, beta, alpha)
+    bias = &tensor_arg(n, 0, "self", out.device);
+    mat1 = tensor_arg(n, 1, "mat1", out.device);
+    mat2 = tensor_arg(n, 2, "mat2", out.device);
+    args->beta = static_cast<float>(scalar_arg(n, 3, "beta"));
+    args->alpha = static_cast<float>(scalar_arg(n, 4, "alpha"));
+  } else {  // linear(input, weight, bias?) = input @ weight.t() + bias
+    const at::Tensor& input = tensor_arg(n, 0, "input", out.device);
+    const at::Tensor& weight = tensor_arg(n, 1, "weight", out.device);
+    bias = optional_tensor_arg(n, 2, "bias", out.device);
+    if (weight.dim() != 2) fail(op, "weight must be 2-D, got " + c10::str(weight.sizes()));
+    if (input.dim() < 1) fail(op, "input must have at least 1 dimension");
+    const std::int64_t k = input.size(-1);
+    if (k != weight.size(1)) {
+      fail(op, "mat1 and mat2 shapes cannot be multiplied (" + std::to_string(input.numel() / std::max<std::int64_t>(k, 1)) +
+                   "x" + std::to_string(k) + " and " + std::to_string(weight.size(1)) + "x" +
+                   std::to_string(weight.size(0)) + ")");
+    }
+    mat1 = input.dim() == 2 ? input : input.reshape({-1, k});
+    mat2 = weight.t();
+    if (input.dim() != 2) {
+      out_shape.assign(input.sizes().begin(), input.sizes().end());
+      out_shape.back() = weight.size(0);
+    }
+    if (bias == nullptr) args->beta = 0.0F;
+  }
+  check_matrices(op, mat1, mat2);
+  if (bias != nullptr) {
+    const at::Tensor& b = *bias;
+    const bool ok = b.dim() <= 2 && (b.dim() < 1 || b.size(-1) == 1 || b.size(-1) == mat2.size(1)) &&
+                    (b.dim() < 2 || b.size(0) == 1 || b.size(0) == mat1.size(0));
+    if (!ok) {
+      fail(op, "self of shape " + c10::str(b.sizes()) + " cannot broadcast to [" +
+                   std::to_string(mat1.size(0)) + ", " + std::to_string(mat2.size(1)) + "]");
+    }
+    args->self = to_view(b);
+    add_range(out, b, Access::kRead);
+  }
+  if (g.kind == FusionKind::kGemmEpilogue) args->epilogue = epilogue_of(g.nodes[1]);
+  at::Tensor result = allocate({mat1.size(0), mat2.size(1)}, out.device);
+  args->out = to_view(result);
+  args->mat1 = to_view(mat1);
+  args->mat2 = to_view(mat2);
+  add_range(out, mat1, Access::kRead);
+  add_range(out, mat2, Access::kRead);
+  add_range(out, result, Access::kWrite);
+  out.result = out_shape.empty() ? result : result.view(out_shape);
+  out.temporaries[0] = std::move(mat1);  // a reshape may have copied: keep it alive
+  out.temporaries[1] = std::move(mat2);
+  if (bias != nullptr) add_key(out, args->self);
+  add_key(out, args->mat1);
+  add_key(out, args->mat2);
+  out.strided = !args->mat1.is_contiguous() || !args->mat2.is_contiguous();
+  out.args = args;
+  out.family = OpKind::kGemm;
+  out.key_op = bias != nullptr ? "aten::addmm" : "aten::mm";
+  out.lookup_op = g.kind == FusionKind::kGemmEpilogue ? "fused::gemm_epilogue" : op.signature;
+}
+
+void pack_bmm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
+  const NodeArgs& n = g.nodes[0];
+  check_arity(n);
+  const OpSpec& op = *n.spec;
+  const at::Tensor& a = tensor_arg(n, 0, "self", out.device);
+  const at::Tensor& b = tensor_arg(n, 1, "mat2", out.device);
+  if (a.dim() != 3) fail(op, "batch1 must be a 3D tensor, got " + c10::str(a.sizes()));
+  if (b.dim() != 3) fail(op, "batch2 must be a 3D tensor, got " + c10::str(b.sizes()));
+  if (a.size(0) != b.size(0) || a.size(2) != b.size(1)) {
+    fail(op, "Expected size for first two dimensions of batch2 tensor to be: [" +
+                 std::to_string(a.size(0)) + ", " + std::to_string(a.size(2)) + "] but got: [" +
+                 std::to_string(b.size(0)) + ", " + std::to_string(b.size(1)) + "].");
+  }
+  auto* args = buf.emplace<kernels::BmmArgs>();
+  out.result = allocate({a.size(0), a.size(1), b.size(2)}, out.device);
+  args->out = to_view(out.result);
+  args->mat1 = to_view(a);
+  args->mat2 = to_view(b);
+  add_range(out, a, Access::kRead);
+  add_range(out, b, Access::kRead);
+  add_range(out, out.result, Access::kWrite);
+  add_key(out, args->mat1);
+  add_key(out, args->mat2);
+  out.strided = !args->mat1.is_contiguous() || !args->mat2.is_contiguous();
+  out.args = args;
+  out.family = OpKind::kBmm;
+  out.key_op = op.signature;
+  out.lookup_op = op.signature;
+}
+
+// ---- row reductions with a prologue -------------------------------------------------------
+
+// The reduction node of a (possibly fused) group, and the prologue that produces its input.
+const at::Tensor& pack_prologue(const GroupArgs& g, kernels::EwProgram& program, EwInputs& in,
+                                Device device) {
+  const NodeArgs& red = g.nodes[g.count - 1];
+  check_arity(red);
+  if (g.count > 1) {
+    in = pack_chain(g, g.count - 1, program, device);
+    return *in.tensors[0];  // shape comes from the broadcast; see callers
+  }
+  const at::Tensor& x = tensor_arg(red, 0, "self", device);
+  program.set_result(program.input(in.index_of(*red.spec, x)));
+  return x;
+}
+
+void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
+  const NodeArgs& red = g.nodes[g.count - 1];
+  const OpSpec& op = *red.spec;
+  auto* args = buf.emplace<kernels::SoftmaxArgs>();
+  EwInputs in;
+  pack_prologue(g, args->prologue, in, out.device);
+  if (op.id == 16) {
+    if (red.args[2]->isBool() && red.args[2]->toBool()) {
+      fail(op, "conversion from Half to Float is only supported on CUDA (half_to_float=True)");
+    }
+  } else if (!red.args[2]->isNone()) {
+    const auto dt = red.args[2]->toScalarType();
+    KA_CHECK_TYPE(NotImplementedError, dt == at::kFloat, op.signature,
+                  ": ka's kernels take float32; dtype=", c10::toString(dt));
+  }
+  const c10::IntArrayRef shape(in.sizes.data(), static_cast<std::size_t>(in.ndim));
+  const std::int64_t dim = wrap_dim(op, int_arg(red, 1, "dim"), in.ndim);
+  out.result = allocate(shape, out.device);
+  args->out = to_view(out.result);
+  if (in.ndim == 0) args->out = kernels::TensorView::contiguous(args->out.data, DType::kFloat32,
+                                                                 args->out.device, {1});
+  args->dim = static_cast<int>(in.ndim == 0 ? 0 : dim);
+  fill_inputs(in, out.result, args->inputs, out);
+  if (in.ndim == 0) {
+    for (int i = 0; i < in.count; ++i) {
+      args->inputs[static_cast<std::size_t>(i)] = kernels::TensorView::make(
+          args->inputs[static_cast<std::size_t>(i)].data, DType::kFloat32, out.device, {1}, {0});
+    }
+  }
+  add_range(out, out.result, Access::kWrite);
+  out.args = args;
+  out.family = OpKind::kSoftmax;
+  out.key_op = op.signature;
+  out.lookup_op = g.count > 1 ? "fused::pointwise_softmax" : op.signature;
+}
+
+void pack_layer_norm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
+  const NodeArgs& red = g.nodes[g.count - 1];
+  const OpSpec& op = *red.spec;
+  auto* args = buf.emplace<kernels::LayerNormArgs>();
+  EwInputs in;
+  pack_prologue(g, args->prologue, in, out.device);
+  const c10::IValue& ns = *red.args[1];
+  if (!ns.isIntList()) fail(op, "argument 'normalized_shape' must be a list of ints");
+  const std::vector<std::int64_t> normalized = ns.toIntVector();
+  const c10::IntArrayRef shape(in.sizes.data(), static_cast<std::size_t>(in.ndim));
+  const auto nd = static_cast<int>(normalized.size());
+  bool ok = nd >= 1 && nd <= in.ndim;
+  for (int i = 0; ok && i < nd; ++i) {
+    ok = normalized[static_cast<std::size_t>(i)] == shape[static_cast<std::size_t>(in.ndim - nd + i)];
+  }
+  if (!ok) {
+    fail(op, "Given normalized_shape=" + c10::str(c10::IntArrayRef(normalized)) +
+                 ", expected input with shape [*, " +
+                 c10::str(c10::IntArrayRef(normalized)).substr(1) + ", but got input of size" +
+                 c10::str(shape));
+  }
+  const at::Tensor* weight = optional_tensor_arg(red, 2, "weight", out.device);
+  const at::Tensor* bias = optional_tensor_arg(red, 3, "bias", out.device);
+  for (const at::Tensor* t : {weight, bias}) {
+    if (t != nullptr && t->sizes() != c10::IntArrayRef(normalized)) {
+      fail(op, std::string(t == weight ? "weight" : "bias") + " of shape " + c10::str(t->sizes()) +
+                   " does not match normalized_shape " + c10::str(c10::IntArrayRef(normalized)));
+    }
+  }
+  args->eps = static_cast<float>(scalar_arg(red, 4, "eps"));
+  args->normalized_dims = nd;
+  out.result = allocate(shape, out.device);
+  args->out = to_view(out.result);
+  fill_inputs(in, out.result, args->inputs, out);
+  if (weight != nullptr) {
+    args->weight = to_view(*weight);
+    add_range(out, *weight, Access::kRead);
+    add_key(out, args->weight);
+  }
+  if (bias != nullptr) {
+    args->bias = to_view(*bias);
+    add_range(out, *bias, Access::kRead);
+    add_key(out, args->bias);
+  }
+  add_range(out, out.result, Access::kWrite);
+  out.args = args;
+  out.family = OpKind::kLayerNorm;
+  out.key_op = op.signature;
+  out.lookup_op = g.count > 1 ? "fused::pointwise_layer_norm" : op.signature;
+}
+
+void pack_sum(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
+  const NodeArgs& n = g.nodes[0];
+  check_arity(n);
+  const OpSpec& op = *n.spec;
+  const at::Tensor& self = tensor_arg(n, 0, "self", out.device);
+  const c10::IValue& dims = *n.args[1];
+  const bool keepdim = n.args[2]->isBool() && n.args[2]->toBool();
+  if (!n.args[3]->isNone()) {
+    const auto dt = n.args[3]->toScalarType();
+    KA_CHECK_TYPE(NotImplementedError, dt == at::kFloat, op.signature,
+                  ": ka's kernels take float32; dtype=", c10::toString(dt));
+  }
+  const auto ndim = static_cast<int>(self.dim());
+  std::uint64_t mask = 0;
+  if (dims.isNone() || (dims.isIntList() && dims.toIntList().empty())) {
+    mask = ndim == 0 ? 0 : (std::uint64_t{1} << ndim) - 1;
+  } else {
+    if (!dims.isIntList()) fail(op, "argument 'dim' must be a list of ints");
+    for (const std::int64_t d : dims.toIntVector()) {
+      const std::int64_t w = wrap_dim(op, d, ndim);
+      const std::uint64_t bit = std::uint64_t{1} << w;
+      if ((mask & bit) != 0) fail(op, "dim " + std::to_string(w) + " appears multiple times in the list of dims");
+      mask |= bit;
+    }
+  }
+  if (ndim == 0) mask = 0;
+  std::array<std::int64_t, kernels::TensorView::kMaxDims> kept{};
+  std::array<std::int64_t, kernels::TensorView::kMaxDims> squeezed{};
+  int ns = 0;
+  for (int d = 0; d < ndim; ++d) {
+    const bool reduced = (mask >> d) & 1U;
+    kept[static_cast<std::size_t>(d)] = reduced ? 1 : self.size(d);
+    if (!reduced) squeezed[static_cast<std::size_t>(ns++)] = self.size(d);
+  }
+  auto* args = buf.emplace<kernels::SumArgs>();
+  at::Tensor result = allocate(c10::IntArrayRef(kept.data(), static_cast<std::size_t>(ndim)), out.device);
+  args->out = to_view(result);
+  args->in = to_view(self);
+  args->reduce_mask = mask;
+  if (ndim == 0) {
+    args->out = kernels::TensorView::contiguous(args->out.data, DType::kFloat32, out.device, {1});
+    args->in = kernels::TensorView::contiguous(args->in.data, DType::kFloat32, out.device, {1});
+  }
+  out.result = keepdim ? result : result.view(c10::IntArrayRef(squeezed.data(), static_cast<std::size_t>(ns)));
+  add_range(out, self, Access::kRead);
+  add_range(out, result, Access::kWrite);
+  add_key(out, to_view(self));
+  out.strided = !args->in.is_contiguous();
+  out.args = args;
+  out.family = OpKind::kSum;
+  out.key_op = op.signature;
+  out.lookup_op = op.signature;
+}
+
+}  // namespace
+
+const std::array<OpSpec, 20>& op_specs() { return kSpecs; }
+
+const OpSpec* find_spec(std::string_view signature) noexcept {
+  for (const OpSpec& s : kSpecs) {
+    if (signature == s.signature) return &s;
+  }
+  return nullptr;
+}
+
+MemRange range_of(const at::Tensor& t, Access access) {
+  MemRange r;
+  const auto& d = t.device();
+  r.device = d.is_cuda() ? Device::cuda(d.index()) : Device::cpu();
+  r.access = access;
+  if (t.numel() == 0) return r;
+  std::int64_t lo = 0;
+  std::int64_t hi = 0;
+  for (std::int64_t i = 0; i < t.dim(); ++i) {
+    const std::int64_t span = (t.size(i) - 1) * t.stride(i);
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto elem = static_cast<std::int64_t>(t.element_size());
+  r.base = reinterpret_cast<std::uintptr_t>(t.data_ptr()) + static_cast<std::uintptr_t>(lo * elem);
+  r.bytes = static_cast<std::size_t>((hi - lo + 1) * elem);
+  return r;
+}
+
+Device group_device(const GroupArgs& g) {
+  for (int k = 0; k < g.count; ++k) {
+    const NodeArgs& n = g.nodes[k];
+    for (int i = 0; i < n.num_args; ++i) {
+      if (i == n.link_arg || !n.args[i]->isTensor()) continue;
+      const at::Tensor& t = n.args[i]->toTensor();
+      if (!t.defined()) continue;
+      if (t.device().is_cpu()) return Device::cpu();
+      if (t.device().is_cuda()) return Device::cuda(t.device().index());
+      KA_THROW(NotImplementedError, n.spec->signature, ": kernel not found for ",
+               n.spec->signature, " on ", t.device().str(), " (ka has cpu and cuda kernels)");
+    }
+  }
+  KA_THROW(ValueError, g.nodes[0].spec->signature, ": no tensor argument to place the call");
+}
+
+void pack_group(const GroupArgs& g, ParamBuffer& buffer, Packed& out) {
+  KA_ASSERT(g.count >= 1, "empty fusion group");
+  out.device = group_device(g);
+  switch (g.nodes[g.count - 1].spec->kind) {
+    case OpKind::kElementwise:
+      if (g.kind == FusionKind::kGemmEpilogue) break;
+      return pack_elementwise(g, buffer, out);
+    case OpKind::kSoftmax:
+      return pack_softmax(g, buffer, out);
+    case OpKind::kLayerNorm:
+      return pack_layer_norm(g, buffer, out);
+    case OpKind::kSum:
+      return pack_sum(g, buffer, out);
+    case OpKind::kBmm:
+      return pack_bmm(g, buffer, out);
+    case OpKind::kGemm:
+      break;
+  }
+  return pack_gemm(g, buffer, out);
+}
+
+}  // namespace ka::extractor::detail

@@ -1,0 +1,88 @@
+// The operators the extractor serves and how each family's arguments are packed.
+#pragma once
+
+#include <ka/core/mem_range.hpp>
+#include <ka/extractor/fusion.hpp>
+#include <ka/extractor/param_buffer.hpp>
+#include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/gemm.hpp>
+#include <ka/kernels/tensor_view.hpp>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace ka::extractor::detail {
+
+enum class OpKind : std::uint8_t { kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum };
+
+/// One operator ka serves: its exact signature, family, schema arity and, for element-wise
+/// ops, which arguments are tensors.
+struct OpSpec {
+  int id = 0;
+  const char* signature = "";
+  OpKind kind = OpKind::kElementwise;
+  int num_args = 0;
+  bool inplace = false;     ///< self is also the output (add_, relu_).
+  bool activation = false;  ///< Can be a GEMM epilogue.
+  std::array<std::int8_t, 2> tensor_args{{-1, -1}};
+};
+
+/// Every op, in a fixed order (OpSpec::id indexes it).
+const std::array<OpSpec, 20>& op_specs();
+const OpSpec* find_spec(std::string_view signature) noexcept;
+
+/// One node of a group: its op, its schema arguments (pointers into a stack or a value
+/// table) and which argument is the previous node's output (-1: none).
+struct NodeArgs {
+  const OpSpec* spec = nullptr;
+  const c10::IValue* const* args = nullptr;
+  int num_args = 0;
+  int link_arg = -1;
+};
+
+/// A group to pack: consecutive nodes of one fusion group.
+struct GroupArgs {
+  FusionKind kind = FusionKind::kNone;
+  const NodeArgs* nodes = nullptr;
+  int count = 0;
+};
+
+/// What packing produced: the kernel's argument struct (in the ParamBuffer), the result the
+/// caller sees, the byte ranges touched, and the tensors that make up the shape key.
+struct Packed {
+  static constexpr int kMaxRanges = 12;
+  static constexpr int kMaxKeyViews = 9;
+  OpKind family = OpKind::kElementwise;
+  const void* args = nullptr;
+  at::Tensor result;
+  Device device;
+  std::array<MemRange, kMaxRanges> ranges{};
+  int num_ranges = 0;
+  /// The descriptor-facing shape key: op name the kernel's heuristic understands
+  /// ("aten::addmm" for linear too) and its tensors.
+  const char* key_op = "";
+  std::array<kernels::TensorView, kMaxKeyViews> key_views{};
+  int num_key_views = 0;
+  /// The fusion pattern for table lookups ("fused::gemm_epilogue"), or the signature.
+  const char* lookup_op = "";
+  bool strided = false;  ///< Some input is non-contiguous (a strided kernel variant runs).
+  /// Tensors the packer made (a reshape that had to copy) that the kernel reads.
+  std::array<at::Tensor, 2> temporaries;
+};
+
+/// Validates the group's arguments and packs them; allocates the outputs. Throws
+/// ka::ValueError / ka::NotImplementedError with a message naming the argument at fault.
+void pack_group(const GroupArgs& group, ParamBuffer& buffer, Packed& out);
+
+/// The device the group runs on: the device of its first tensor argument (the scheduling
+/// policy "inputs' device"). Throws ka::ValueError when no argument is a tensor.
+Device group_device(const GroupArgs& group);
+
+/// The MemRange `t` spans (from its lowest to its highest addressed element).
+MemRange range_of(const at::Tensor& t, Access access);
+
+}  // namespace ka::extractor::detail

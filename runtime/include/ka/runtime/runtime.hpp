@@ -1,0 +1,65 @@
+// Runtime: ka's pipeline as one object (dispatch → extract → execute), eager and on graphs.
+#pragma once
+
+#include <ka/dispatch/kernel_function.hpp>
+#include <ka/extractor/extractor.hpp>
+
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace torch::jit {
+struct Graph;
+}
+
+namespace ka::runtime {
+
+/// Which device runs an op. The policy is the inputs' device (DESIGN.md §1: the
+/// SchedulerAgent): an op whose tensors are on cuda:0 runs there, CPU tensors run on the CPU;
+/// tensors on different devices are an error naming both.
+enum class SchedulePolicy : std::uint8_t { kInputsDevice };
+/// "inputs-device".
+const char* to_string(SchedulePolicy p) noexcept;
+
+/// A graph run's outputs, in the graph's return order, and how it was executed.
+struct GraphResult {
+  std::vector<c10::IValue> outputs;
+  std::vector<extractor::TaskPlan> tasks;
+};
+
+/// ka's runtime: registers ka's kernels into ka's dispatcher (register_aten_ops), offers eager
+/// calls by operator name through the dispatcher, and runs TorchScript graphs through the
+/// extractor with fusion.
+///
+///   ka::runtime::Runtime rt;
+///   auto out = rt.call("aten::addmm", {bias, a, b, 1, 1});          // eager
+///   auto r = rt.run_graph(ir_text, {x, w1, b1, w2, b2});             // fused graph
+class Runtime {
+ public:
+  Runtime();
+
+  /// Calls `op` (exact overload name, as in the schema: "aten::add.Tensor") with its schema
+  /// arguments through ka's dispatcher; returns the results. Throws as the dispatcher and the
+  /// extractor do ("Could not run ...", kernel not found, bad dtype or shape).
+  dispatch::Stack call(std::string_view op, dispatch::Stack args) const;
+
+  /// Parses TorchScript IR (torch::jit::parseIR) and runs it. `inputs` are the graph's
+  /// inputs in order. Throws ka::ValueError for IR that does not parse (with the parser's
+  /// message), for unsupported nodes (naming the node), or for inputs that do not match.
+  GraphResult run_graph(const std::string& ir, const std::vector<c10::IValue>& inputs,
+                        const extractor::GraphOptions& options = {}) const;
+  /// Runs a graph object (e.g. a scripted module's forward graph, self included in inputs).
+  GraphResult run_graph(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
+                        const extractor::GraphOptions& options = {}) const;
+  /// Lowers `graph` to ka's OpGraph (constants folded into values, one node per op call)
+  /// without running it.
+  static extractor::OpGraph lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs);
+
+  [[nodiscard]] SchedulePolicy policy() const noexcept { return SchedulePolicy::kInputsDevice; }
+  extractor::Extractor& extractor() const { return extractor::Extractor::global(); }
+};
+
+}  // namespace ka::runtime

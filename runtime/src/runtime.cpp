@@ -1,0 +1,110 @@
+// Runtime: eager calls through ka's dispatcher; TorchScript graphs lowered to OpGraph.
+#include <ka/core/error.hpp>
+#include <ka/dispatch/dispatcher.hpp>
+#include <ka/runtime/aten_ops.hpp>
+#include <ka/runtime/runtime.hpp>
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/irparser.h>
+
+#include <unordered_map>
+
+namespace ka::runtime {
+
+const char* to_string(SchedulePolicy /*p*/) noexcept { return "inputs-device"; }
+
+Runtime::Runtime() { register_aten_ops(); }
+
+dispatch::Stack Runtime::call(std::string_view op, dispatch::Stack args) const {
+  const auto handle = dispatch::Dispatcher::singleton().find_op_or_throw(op);
+  handle.call_boxed(&args);
+  return args;
+}
+
+namespace {
+
+std::string signature_of(const torch::jit::Node& node) {
+  const c10::FunctionSchema* schema = node.maybeSchema();
+  KA_CHECK_TYPE(NotImplementedError, schema != nullptr, "graph node ", node.kind().toQualString(),
+                " has no schema ka knows");
+  std::string s = schema->name();
+  if (!schema->overload_name().empty()) s += "." + schema->overload_name();
+  return s;
+}
+
+}  // namespace
+
+extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
+  extractor::OpGraph g;
+  std::unordered_map<const torch::jit::Value*, int> index;
+  KA_CHECK(inputs.size() == graph.inputs().size(), "graph takes ", graph.inputs().size(),
+           " inputs, got ", inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    index[graph.inputs()[i]] = static_cast<int>(g.values.size());
+    g.values.push_back(inputs[i]);
+  }
+  auto value_of = [&](const torch::jit::Value* v) {
+    const auto it = index.find(v);
+    KA_CHECK(it != index.end(), "graph value %", v->debugName(), " is used before it is defined");
+    return it->second;
+  };
+  for (torch::jit::Node* node : graph.nodes()) {
+    const auto kind = node->kind();
+    if (kind == c10::prim::Constant) {
+      const auto v = torch::jit::toIValue(node->output());
+      KA_CHECK(v.has_value(), "graph constant %", node->output()->debugName(), " has no value");
+      index[node->output()] = static_cast<int>(g.values.size());
+      g.values.push_back(*v);
+      continue;
+    }
+    if (kind == c10::prim::ListConstruct) {
+      // Lists of ints (shapes, dims) are folded into one value; their items must be known.
+      c10::List<std::int64_t> items;
+      for (const torch::jit::Value* in : node->inputs()) {
+        const c10::IValue& v = g.values[static_cast<std::size_t>(value_of(in))];
+        KA_CHECK_TYPE(NotImplementedError, v.isInt(), "graph node prim::ListConstruct (%",
+                      node->output()->debugName(), "): only lists of ints are supported");
+        items.push_back(v.toInt());
+      }
+      index[node->output()] = static_cast<int>(g.values.size());
+      g.values.emplace_back(items);
+      continue;
+    }
+    KA_CHECK_TYPE(NotImplementedError, node->outputs().size() == 1, "graph node ",
+                  kind.toQualString(), " has ", node->outputs().size(),
+                  " outputs; ka extracts single-output ops");
+    extractor::OpGraph::Node n;
+    n.signature = signature_of(*node);
+    for (const torch::jit::Value* in : node->inputs()) n.inputs.push_back(value_of(in));
+    index[node->output()] = static_cast<int>(g.values.size());
+    n.outputs.push_back(static_cast<int>(g.values.size()));
+    g.values.emplace_back();
+    g.nodes.push_back(std::move(n));
+  }
+  for (const torch::jit::Value* out : graph.outputs()) g.outputs.push_back(value_of(out));
+  return g;
+}
+
+GraphResult Runtime::run_graph(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
+                               const extractor::GraphOptions& options) const {
+  extractor::OpGraph g = lower(graph, inputs);
+  GraphResult r;
+  r.tasks = extractor().run_graph(g, options);
+  for (int v : g.outputs) r.outputs.push_back(g.values[static_cast<std::size_t>(v)]);
+  return r;
+}
+
+GraphResult Runtime::run_graph(const std::string& ir, const std::vector<c10::IValue>& inputs,
+                               const extractor::GraphOptions& options) const {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  try {
+    torch::jit::parseIR(ir, graph.get());
+  } catch (const c10::Error& e) {
+    KA_THROW(ValueError, "TorchScript IR does not parse: ", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    KA_THROW(ValueError, "TorchScript IR does not parse: ", e.what());
+  }
+  return run_graph(*graph, inputs, options);
+}
+
+}  // namespace ka::runtime

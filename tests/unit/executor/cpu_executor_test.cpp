@@ -1,0 +1,182 @@
+// The CPU executor: hazards order tasks, independent tasks overlap, errors stop dependents.
+#include <ka/core/error.hpp>
+#include <ka/executor/cpu_executor.hpp>
+#include <ka/executor/cuda_executor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace ka::executor {
+namespace {
+
+// A block that sleeps, then records when it finished, and writes into a shared buffer.
+struct Probe {
+  std::atomic<int>* clock;        // global order counter
+  std::atomic<int>* start_stamp;  // first block's start order
+  std::atomic<int>* end_stamp;    // last block's end order
+  std::vector<float>* buffer;
+  float value;
+  int sleep_us;
+};
+
+void probe_block(const Probe& p, std::int64_t block) {
+  int expected = -1;
+  p.start_stamp->compare_exchange_strong(expected, p.clock->fetch_add(1));
+  std::this_thread::sleep_for(std::chrono::microseconds(p.sleep_us));
+  (*p.buffer)[static_cast<std::size_t>(block)] = p.value;
+  p.end_stamp->store(p.clock->fetch_add(1));
+}
+
+MemRange range_of(const std::vector<float>& v, Access access) {
+  return MemRange{Device::cpu(), reinterpret_cast<std::uintptr_t>(v.data()),
+                  v.size() * sizeof(float), access};
+}
+
+KernelTask probe_task(const Probe& p, std::int64_t blocks, int threads,
+                      std::vector<MemRange> ranges, const char* label) {
+  KernelTask t;
+  t.device = Device::cpu();
+  t.label = label;
+  t.ranges = std::move(ranges);
+  t.cpu.bind<Probe, &probe_block>(p, blocks, threads);
+  return t;
+}
+
+struct Stamps {
+  std::atomic<int> start{-1};
+  std::atomic<int> end{-1};
+};
+
+TEST(CpuExecutor, ReadAfterWriteWaitsForTheWriter) {
+  CpuExecutor ex(2);
+  std::atomic<int> clock{0};
+  std::vector<float> x(4, 0.0F), y(4, 0.0F);
+  Stamps w, r;
+  // The writer is slow; if the reader ran early it would start before the writer ended.
+  const auto a = ex.submit(probe_task({&clock, &w.start, &w.end, &x, 1.0F, 3000}, 4, 2,
+                                      {range_of(x, Access::kWrite)}, "writer"));
+  const auto b = ex.submit(probe_task({&clock, &r.start, &r.end, &y, 2.0F, 10}, 4, 2,
+                                      {range_of(x, Access::kRead), range_of(y, Access::kWrite)},
+                                      "reader"));
+  ex.wait_all();
+  EXPECT_GT(r.start.load(), w.end.load());
+  EXPECT_EQ(ex.dependencies_of(b), std::vector<std::uint64_t>{a});
+  EXPECT_TRUE(ex.dependencies_of(a).empty());
+}
+
+TEST(CpuExecutor, WriteAfterReadAndWriteAfterWriteWait) {
+  CpuExecutor ex(2);
+  std::atomic<int> clock{0};
+  std::vector<float> x(2, 0.0F), scratch(2, 0.0F), scratch2(2, 0.0F);
+  Stamps reader, writer, writer2;
+  ex.submit(probe_task({&clock, &reader.start, &reader.end, &scratch, 1.0F, 3000}, 2, 2,
+                       {range_of(x, Access::kRead), range_of(scratch, Access::kWrite)}, "r"));
+  ex.submit(probe_task({&clock, &writer.start, &writer.end, &x, 2.0F, 2000}, 2, 2,
+                       {range_of(x, Access::kWrite)}, "w"));
+  ex.submit(probe_task({&clock, &writer2.start, &writer2.end, &x, 3.0F, 10}, 2, 2,
+                       {range_of(x, Access::kWrite)}, "w2"));
+  ex.wait_all();
+  EXPECT_GT(writer.start.load(), reader.end.load());   // WAR
+  EXPECT_GT(writer2.start.load(), writer.end.load());  // WAW
+  EXPECT_EQ(x[0], 3.0F);
+  EXPECT_EQ(x[1], 3.0F);
+}
+
+TEST(CpuExecutor, IndependentTasksOverlap) {
+  CpuExecutor ex(2);
+  std::atomic<int> clock{0};
+  std::vector<float> a(1, 0.0F), b(1, 0.0F);
+  Stamps sa, sb;
+  // One block each, one thread each: they can only overlap by running on two threads.
+  ex.submit(probe_task({&clock, &sa.start, &sa.end, &a, 1.0F, 20000}, 1, 1,
+                       {range_of(a, Access::kWrite)}, "a"));
+  ex.submit(probe_task({&clock, &sb.start, &sb.end, &b, 1.0F, 20000}, 1, 1,
+                       {range_of(b, Access::kWrite)}, "b"));
+  ex.wait_all();
+  EXPECT_LT(sb.start.load(), sa.end.load()) << "b started only after a ended";
+  EXPECT_LT(sa.start.load(), sb.end.load());
+}
+
+TEST(CpuExecutor, PriorityPicksAmongReadyTasks) {
+  CpuExecutor ex(1);  // the waiting caller alone: strict order
+  std::atomic<int> clock{0};
+  std::vector<float> a(1), b(1);
+  Stamps low, high;
+  KernelTask t1 = probe_task({&clock, &low.start, &low.end, &a, 1.0F, 10}, 1, 1,
+                             {range_of(a, Access::kWrite)}, "low");
+  KernelTask t2 = probe_task({&clock, &high.start, &high.end, &b, 1.0F, 10}, 1, 1,
+                             {range_of(b, Access::kWrite)}, "high");
+  t2.priority = 5;
+  ex.submit(std::move(t1));
+  ex.submit(std::move(t2));
+  ex.wait_all();
+  EXPECT_LT(high.end.load(), low.start.load());
+}
+
+void failing_block(const int& /*unused*/, std::int64_t /*block*/) {
+  throw ValueError("block failed on purpose");
+}
+
+TEST(CpuExecutor, AFailedTaskFailsItsDependentsWithoutRunningThem) {
+  CpuExecutor ex(2);
+  std::vector<float> x(2, 0.0F), y(2, 0.0F);
+  KernelTask bad;
+  bad.device = Device::cpu();
+  bad.label = "bad";
+  bad.ranges = {range_of(x, Access::kWrite)};
+  bad.cpu.bind<int, &failing_block>(0, 3, 2);
+  std::atomic<int> clock{0};
+  Stamps dep;
+  const auto id_bad = ex.submit(std::move(bad));
+  const auto id_dep = ex.submit(probe_task({&clock, &dep.start, &dep.end, &y, 1.0F, 10}, 2, 1,
+                                           {range_of(x, Access::kRead), range_of(y, Access::kWrite)},
+                                           "dependent"));
+  EXPECT_THROW(ex.wait(id_dep), ValueError);
+  EXPECT_EQ(dep.start.load(), -1) << "the dependent ran on the output of a failed task";
+  EXPECT_THROW(ex.wait(id_bad), ValueError);
+  EXPECT_NO_THROW(ex.wait_all());
+  EXPECT_EQ(ex.in_flight(), 0U);
+}
+
+TEST(CpuExecutor, ManyTasksOnOneBufferRunInSubmissionOrder) {
+  CpuExecutor ex(2);
+  std::vector<float> x(8, 0.0F);
+  std::atomic<int> clock{0};
+  std::vector<Stamps> stamps(20);
+  for (int i = 0; i < 20; ++i) {
+    ex.submit(probe_task({&clock, &stamps[static_cast<std::size_t>(i)].start,
+                          &stamps[static_cast<std::size_t>(i)].end, &x, static_cast<float>(i), 50},
+                         8, 2, {range_of(x, Access::kReadWrite)}, "rw"));
+  }
+  ex.wait_all();
+  for (std::size_t i = 1; i < stamps.size(); ++i) {
+    EXPECT_GT(stamps[i].start.load(), stamps[i - 1].end.load()) << i;
+  }
+  for (float v : x) EXPECT_EQ(v, 19.0F);
+}
+
+TEST(CpuExecutor, RejectsTasksForOtherDevices) {
+  CpuExecutor ex(1);
+  KernelTask t;
+  t.device = Device::cuda(0);
+  t.label = "gpu task";
+  EXPECT_THROW(ex.submit(std::move(t)), ValueError);
+}
+
+TEST(CudaExecutor, SkipsOrRunsWithAReason) {
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    EXPECT_FALSE(why.empty());
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  CudaExecutor ex(Device::cuda(0));
+  ex.synchronize();
+}
+
+}  // namespace
+}  // namespace ka::executor
