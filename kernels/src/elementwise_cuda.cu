@@ -18,7 +18,7 @@ namespace {
 using cuda_detail::kMaxTensors;
 using cuda_detail::Layout;
 constexpr int kMaxInputs = EwProgram::kMaxInputs;
-// Every kernel must launch at the space's largest block, so registers are capped at 64.
+// Every kernel must launch at the space's largest block: (1024, 1) caps registers at 64.
 constexpr int kMaxBlockThreads = 1024;
 
 struct InputPtrs {
@@ -41,7 +41,7 @@ __device__ __forceinline__ long long grid_threads() {
 // Dense operands, one float per item. Bit j of `scalar_mask` marks input j as one value.
 // `out` may alias an input exactly (in-place ops), so no __restrict__.
 template <int kItems>
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     ew_dense(__grid_constant__ const EwProgram prog, float* out,
              __grid_constant__ const InputPtrs in, unsigned scalar_mask, long long begin,
              long long n) {
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 // Dense operands, float4 loads and stores: every non-scalar pointer is 16-byte aligned. Covers
 // the first 4 * (n / 4) elements; the launcher runs ew_dense<1> on the tail.
 template <int kItems>
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     ew_dense_vec4(__grid_constant__ const EwProgram prog, float* out,
                   __grid_constant__ const InputPtrs in, unsigned scalar_mask, long long nvec) {
   const long long stride = grid_threads();
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 // Any strides: offsets from the collapsed layout (tensor 0 is out, tensor 1 + j input j), with
 // `Index` arithmetic for the linear index (see Layout::offsets).
 template <typename Index>
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     ew_strided(__grid_constant__ const EwProgram prog, float* out,
                __grid_constant__ const InputPtrs in, __grid_constant__ const Layout layout,
                long long n, int items) {

@@ -21,6 +21,8 @@ namespace {
 using cuda_detail::kMaxTensors;
 using cuda_detail::Layout;
 constexpr int kMaxInputs = EwProgram::kMaxInputs;
+// Every kernel must launch at the space's largest block: (1024, 1) caps registers at 64.
+// (With the thread count alone ptxas aimed for 32 and spilled.)
 constexpr int kMaxBlockThreads = 1024;
 constexpr int kWarp = 32;
 
@@ -101,13 +103,24 @@ __device__ __forceinline__ int group_lane(const GroupRows& g) {
   return static_cast<int>(threadIdx.x) % g.group_threads;
 }
 
+// Not inlined: the cached paths evaluate the prologue at several unrolled sites, and one copy
+// of the interpreter keeps compile time and instruction cache footprint small.
+__device__ __noinline__ float eval_at(const EwProgram& prog, const float* in) {
+  return cuda_detail::eval_program(prog, in);
+}
+
 __device__ __forceinline__ float prologue_at(const EwProgram& prog, const InputPtrs& in,
                                              const long long* base, const long long* step,
                                              long long j) {
   float xs[kMaxInputs];
   for (int t = 0; t < prog.inputs; ++t) xs[t] = in.p[t][base[t + 1] + j * step[t + 1]];
-  return cuda_detail::eval_program(prog, xs);
+  return eval_at(prog, xs);
 }
+
+// Row elements each thread of a group keeps in registers between the reduction and the write,
+// so that rows up to group_threads * kCachedPerThread read their inputs (and evaluate the
+// prologue) once instead of twice.
+constexpr int kCachedPerThread = 8;
 
 // ---- softmax -------------------------------------------------------------------------------
 
@@ -120,10 +133,11 @@ struct SoftmaxParams {
   long long row_len;
 };
 
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     softmax_group_rows(__grid_constant__ const EwProgram prog, float* out,
                        __grid_constant__ const InputPtrs in,
                        __grid_constant__ const SoftmaxParams p, GroupRows g) {
+  const bool cached = p.row_len <= static_cast<long long>(g.group_threads) * kCachedPerThread;
   const long long row_blocks = (p.num_rows + g.rows_per_block - 1) / g.rows_per_block;
   for (long long rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
     const long long row = rb * g.rows_per_block + group_index(g);
@@ -131,14 +145,30 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     long long base[kMaxTensors];
     if (valid) p.rows.offsets(row, base);
     MaxSum acc{-INFINITY, 0.0F};
-    if (valid) {
+    float cache[kCachedPerThread];
+    if (valid && cached) {
+#pragma unroll
+      for (int c = 0; c < kCachedPerThread; ++c) {
+        const long long j = group_lane(g) + static_cast<long long>(c) * g.group_threads;
+        if (j < p.row_len) {
+          cache[c] = prologue_at(prog, in, base, p.step, j);
+          acc = combine(acc, MaxSum{cache[c], 1.0F});
+        }
+      }
+    } else if (valid) {
       for (long long j = group_lane(g); j < p.row_len; j += g.group_threads) {
         acc = combine(acc, MaxSum{prologue_at(prog, in, base, p.step, j), 1.0F});
       }
     }
     acc = group_reduce(acc, g.group_threads);
-    if (valid) {
-      const float inv = 1.0F / acc.s;
+    const float inv = 1.0F / acc.s;
+    if (valid && cached) {
+#pragma unroll
+      for (int c = 0; c < kCachedPerThread; ++c) {
+        const long long j = group_lane(g) + static_cast<long long>(c) * g.group_threads;
+        if (j < p.row_len) out[base[0] + j * p.step[0]] = expf(cache[c] - acc.m) * inv;
+      }
+    } else if (valid) {
       for (long long j = group_lane(g); j < p.row_len; j += g.group_threads) {
         out[base[0] + j * p.step[0]] = expf(prologue_at(prog, in, base, p.step, j) - acc.m) * inv;
       }
@@ -148,7 +178,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 
 // A thread per row: for a dim whose stride is not 1, consecutive rows are consecutive
 // addresses, so this coalesces where a group per row would not.
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     softmax_thread_rows(__grid_constant__ const EwProgram prog, float* out,
                         __grid_constant__ const InputPtrs in,
                         __grid_constant__ const SoftmaxParams p) {
@@ -182,11 +212,12 @@ struct LayerNormParams {
   float eps;
 };
 
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     layer_norm_group_rows(__grid_constant__ const EwProgram prog, float* out,
                           __grid_constant__ const InputPtrs in,
                           __grid_constant__ const LayerNormParams p, GroupRows g) {
   const int nin = prog.inputs;
+  const bool cached = p.row_len <= static_cast<long long>(g.group_threads) * kCachedPerThread;
   const long long row_blocks = (p.num_rows + g.rows_per_block - 1) / g.rows_per_block;
   for (long long rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
     const long long row = rb * g.rows_per_block + group_index(g);
@@ -197,25 +228,50 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       p.cols.offsets(j, off);
       float xs[kMaxInputs];
       for (int t = 0; t < nin; ++t) xs[t] = in.p[t][base[t + 1] + off[t + 1]];
-      return cuda_detail::eval_program(prog, xs);
+      return eval_at(prog, xs);
     };
     Welford acc{0.0F, 0.0F, 0.0F};
-    if (valid) {
+    float cache[kCachedPerThread];
+    if (valid && cached) {
+#pragma unroll
+      for (int c = 0; c < kCachedPerThread; ++c) {
+        const long long j = group_lane(g) + static_cast<long long>(c) * g.group_threads;
+        if (j < p.row_len) {
+          long long off[kMaxTensors];
+          cache[c] = x_at(j, off);
+          acc = combine(acc, Welford{1.0F, cache[c], 0.0F});
+        }
+      }
+    } else if (valid) {
       for (long long j = group_lane(g); j < p.row_len; j += g.group_threads) {
         long long off[kMaxTensors];
         acc = combine(acc, Welford{1.0F, x_at(j, off), 0.0F});
       }
     }
     acc = group_reduce(acc, g.group_threads);
-    if (valid) {
-      const float var = fmaxf(acc.m2 / static_cast<float>(p.row_len), 0.0F);
-      const float rstd = 1.0F / sqrtf(var + p.eps);
+    const float var = fmaxf(acc.m2 / static_cast<float>(p.row_len), 0.0F);
+    const float rstd = 1.0F / sqrtf(var + p.eps);
+    const auto store = [&](float x, const long long* off) {
+      float y = (x - acc.mean) * rstd;
+      if (p.weight != nullptr) y *= p.weight[off[nin + 1]];
+      if (p.bias != nullptr) y += p.bias[off[nin + 2]];
+      out[base[0] + off[0]] = y;
+    };
+    if (valid && cached) {
+#pragma unroll
+      for (int c = 0; c < kCachedPerThread; ++c) {
+        const long long j = group_lane(g) + static_cast<long long>(c) * g.group_threads;
+        if (j < p.row_len) {
+          long long off[kMaxTensors];
+          p.cols.offsets(j, off);
+          store(cache[c], off);
+        }
+      }
+    } else if (valid) {
       for (long long j = group_lane(g); j < p.row_len; j += g.group_threads) {
         long long off[kMaxTensors];
-        float y = (x_at(j, off) - acc.mean) * rstd;
-        if (p.weight != nullptr) y *= p.weight[off[nin + 1]];
-        if (p.bias != nullptr) y += p.bias[off[nin + 2]];
-        out[base[0] + off[0]] = y;
+        const float x = x_at(j, off);
+        store(x, off);
       }
     }
   }
@@ -243,7 +299,7 @@ __device__ __forceinline__ float reduced_at(const float* in, const SumParams& p,
   return in[base + off[0]];
 }
 
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     sum_group_rows(const float* in, float* out, __grid_constant__ const SumParams p, GroupRows g) {
   const long long row_blocks = (p.num_out + g.rows_per_block - 1) / g.rows_per_block;
   for (long long rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
@@ -263,7 +319,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   }
 }
 
-__global__ void __launch_bounds__(kMaxBlockThreads)
+__global__ void __launch_bounds__(kMaxBlockThreads, 1)
     sum_thread_rows(const float* in, float* out, __grid_constant__ const SumParams p) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long row = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
