@@ -6,6 +6,7 @@
 #include <ka/kernels/elementwise.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,128 @@ namespace ka::kernels {
 // (scattered, for out) segment by segment along the innermost dim. When the result is the
 // last instruction it writes straight into a linear out. Exact aliasing of out with an input
 // is safe: each element's inputs are read before that element is written.
+
+// Note [Element-wise ISA clones]
+// The library is built for baseline x86-64 (SSE2), where the vectorized exp runs 3-4x slower
+// than with AVX2. The chunk loops are therefore compiled three times with GCC's target_clones
+// (x86-64-v4 = AVX-512, x86-64-v3 = AVX2+FMA, baseline) and an ifunc picks one per CPU when the
+// program loads; calls go through one indirect jump per chunk of 256 elements.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KA_EW_TARGET_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KA_EW_TARGET_CLONES
+#endif
+
+namespace detail {
+
+KA_EW_TARGET_CLONES
+void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
+  switch (op) {
+    case EwOp::kNeg: for (std::int64_t i = 0; i < n; ++i) d[i] = -a[i]; break;
+    case EwOp::kExp: for (std::int64_t i = 0; i < n; ++i) d[i] = exp_f32(a[i]); break;
+    case EwOp::kTanh: for (std::int64_t i = 0; i < n; ++i) d[i] = tanh_f32(a[i]); break;
+    case EwOp::kRelu: for (std::int64_t i = 0; i < n; ++i) d[i] = relu_f32(a[i]); break;
+    case EwOp::kGelu: for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_f32(a[i]); break;
+    case EwOp::kGeluTanh: for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_tanh_f32(a[i]); break;
+    case EwOp::kSigmoid: for (std::int64_t i = 0; i < n; ++i) d[i] = sigmoid_f32(a[i]); break;
+    case EwOp::kSilu:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / (1.0F + exp_f32(-a[i]));
+      break;
+    default: break;
+  }
+}
+
+KA_EW_TARGET_CLONES
+void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n) {
+  switch (op) {
+    case EwOp::kAdd: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; break;
+    case EwOp::kSub: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; break;
+    case EwOp::kMul: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i]; break;
+    case EwOp::kDiv: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; break;
+    case EwOp::kMax: for (std::int64_t i = 0; i < n; ++i) d[i] = max_f32(a[i], b[i]); break;
+    default: break;
+  }
+}
+
+KA_EW_TARGET_CLONES
+void exp_shifted_run(const float* __restrict x, float shift, float scale, float* __restrict d,
+                     std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) d[i] = exp_f32(x[i] - shift) * scale;
+}
+
+KA_EW_TARGET_CLONES
+float lane_sum(const float* x, std::int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] += x[i];
+  for (int w = kLanes / 2; w > 0; w /= 2) {
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  }
+  return acc[0];
+}
+
+KA_EW_TARGET_CLONES
+float lane_max(const float* x, std::int64_t n) {
+  // One select per element (a plain maxps): NaN is skipped, see the declaration.
+  constexpr int kLanes = 16;
+  float acc[kLanes];
+  for (auto& a : acc) a = -HUGE_VALF;
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] = x[i] > acc[l] ? x[i] : acc[l];
+  float m = acc[0];
+  for (int l = 1; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+KA_EW_TARGET_CLONES
+float lane_sum_sq_dev(const float* x, float mean, std::int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float d = x[i + l] - mean;
+      acc[l] += d * d;
+    }
+  }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float d = x[i] - mean;
+    acc[l] += d * d;
+  }
+  for (int w = kLanes / 2; w > 0; w /= 2) {
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  }
+  return acc[0];
+}
+
+KA_EW_TARGET_CLONES
+void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b,
+                   float* d, std::int64_t n) {
+  if (w != nullptr && b != nullptr) {
+    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd * w[i] + b[i];
+  } else if (w != nullptr) {
+    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd * w[i];
+  } else if (b != nullptr) {
+    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd + b[i];
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd;
+  }
+}
+
+KA_EW_TARGET_CLONES
+void accumulate_f64(double* __restrict acc, const float* __restrict x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(x[i]);
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -117,6 +240,52 @@ void move_strided(const Layout& l, int t, float* base, std::int64_t e, std::int6
   }
 }
 
+// Elements of a block below which it is evaluated one element at a time (no chunk buffers).
+constexpr std::int64_t kScalarElems = 8;
+
+float scalar_op(EwOp op, float a, float b) {
+  switch (op) {
+    case EwOp::kAdd: return a + b;
+    case EwOp::kSub: return a - b;
+    case EwOp::kMul: return a * b;
+    case EwOp::kDiv: return a / b;
+    case EwOp::kMax: return detail::max_f32(a, b);
+    case EwOp::kNeg: return -a;
+    case EwOp::kExp: return detail::exp_f32(a);
+    case EwOp::kTanh: return detail::tanh_f32(a);
+    case EwOp::kRelu: return detail::relu_f32(a);
+    case EwOp::kGelu: return detail::gelu_f32(a);
+    case EwOp::kGeluTanh: return detail::gelu_tanh_f32(a);
+    case EwOp::kSigmoid: return detail::sigmoid_f32(a);
+    case EwOp::kSilu: return a / (1.0F + detail::exp_f32(-a));
+    default: return 0.0F;
+  }
+}
+
+// A tiny block of linear or scalar operands (eager calls on a few elements): element by
+// element, without the chunk buffers' 32 KiB stack frame.
+__attribute__((noinline)) void run_block_scalar(const EwJob& job, std::int64_t begin,
+                                                std::int64_t end) {
+  const ElementwiseArgs& a = *job.args;
+  const EwProgram& p = a.program;
+  float* out = a.out.data_as<float>();
+  for (std::int64_t e = begin; e < end; ++e) {
+    float r[EwProgram::kMaxRegs] = {};
+    for (int i = 0; i < p.size; ++i) {
+      const EwInstr& c = p.code[static_cast<std::size_t>(i)];
+      if (c.op == EwOp::kInput) {
+        const float* in = a.inputs[c.a].data_as<const float>();
+        r[c.dst] = job.access[c.a + 1] == Access::kLinear ? in[e] : in[0];
+      } else if (c.op == EwOp::kScalar) {
+        r[c.dst] = c.imm;
+      } else {
+        r[c.dst] = scalar_op(c.op, r[c.a], r[c.b]);
+      }
+    }
+    out[e] = r[p.result];
+  }
+}
+
 void run_block(const EwJob& job, std::int64_t block) {
   const ElementwiseArgs& a = *job.args;
   const EwProgram& p = a.program;
@@ -124,9 +293,13 @@ void run_block(const EwJob& job, std::int64_t block) {
   const std::int64_t end = std::min(job.total, begin + job.block_elems);
   const std::int64_t first_len = std::min(kChunk, end - begin);
 
-  Layout layout;
   bool strided = false;
   for (int t = 0; t < job.tensors; ++t) strided = strided || job.access[t] == Access::kGather;
+  if (!strided && end - begin <= kScalarElems) {
+    run_block_scalar(job, begin, end);
+    return;
+  }
+  Layout layout;
   if (strided) collapse(a, job.tensors, layout);
 
   alignas(64) float regs[EwProgram::kMaxRegs][kChunk];
@@ -227,12 +400,28 @@ void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& blo
           1};
 }
 
-Status check_config(std::int64_t numel, const LaunchConfig& config) {
-  if (Status st = elementwise_f32_cpu_descriptor().space.check(config); !st) return st;
+// Whether `config` can run `numel` elements; the tunables it reads go to block_elems/threads.
+// The common case costs two lookups (eager calls of one element pay for every nanosecond);
+// only a refusal consults the space for its reason.
+Status check_config(std::int64_t numel, const LaunchConfig& config, std::int64_t& block_elems,
+                    std::int64_t& threads) {
+  // One pass over the params instead of a lookup per name.
+  std::int64_t be = 0;
+  std::int64_t th = 0;
+  for (const auto& [name, value] : config.params()) {
+    if (name.size() == 11 && std::memcmp(name.data(), "block_elems", 11) == 0) be = value;
+    if (name.size() == 7 && std::memcmp(name.data(), "threads", 7) == 0) th = value;
+  }
+  if (be < 1 || th < 1) {
+    Status st = elementwise_f32_cpu_descriptor().space.check(config);
+    return st ? Status::unsupported("block_elems and threads must be >= 1") : st;
+  }
+  block_elems = be;
+  threads = th;
   if (config.grid == Dim3{} && config.block == Dim3{}) return Status::ok();
   Dim3 grid;
   Dim3 block;
-  ew_grid(numel, config.get_or("block_elems", 1), grid, block);
+  ew_grid(numel, block_elems, grid, block);
   if (config.grid != grid || config.block != block) {
     LaunchConfig expected = config;
     expected.grid = grid;
@@ -346,7 +535,9 @@ KernelDescriptor make_descriptor() {
     for (const auto& t : shape.args()) {
       if (t.dtype != DType::kFloat32) return Status::unsupported("only float32 is supported");
     }
-    return check_config(broadcast_numel(shape), config);
+    std::int64_t block_elems = 0;
+    std::int64_t thread_count = 0;
+    return check_config(broadcast_numel(shape), config, block_elems, thread_count);
   };
   d.default_config = [threads](const ShapeKey& shape) {
     // Below ~32K elements (a few microseconds) one block on the calling thread: waking
@@ -390,11 +581,11 @@ Status prepare_elementwise_f32_cpu(const ElementwiseArgs& args, const LaunchConf
                                    CpuLaunch& launch) {
   detail::validate_ew_operands("elementwise", args.out, args.inputs, args.program);
   const std::int64_t total = args.out.numel();
-  if (Status st = check_config(total, config); !st) return st;
+  std::int64_t threads = 1;
   EwJob job{};
+  if (Status st = check_config(total, config, job.block_elems, threads); !st) return st;
   job.args = &args;
   job.total = total;
-  job.block_elems = config.get_or("block_elems", 65536);
   job.tensors = 1 + args.program.inputs;
   Layout layout;
   collapse(args, job.tensors, layout);
@@ -402,7 +593,7 @@ Status prepare_elementwise_f32_cpu(const ElementwiseArgs& args, const LaunchConf
   KA_CHECK(job.access[0] != Access::kScalar, "elementwise: out ", args.out.shape_str(),
            " has stride 0 on a broadcast dim (its elements overlap)");
   launch.bind<EwJob, run_block>(job, total == 0 ? 0 : ceil_div(total, job.block_elems),
-                                static_cast<int>(config.get_or("threads", 1)));
+                                static_cast<int>(threads));
   return Status::ok();
 }
 

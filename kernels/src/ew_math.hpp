@@ -28,8 +28,13 @@ inline float pow2i(std::int32_t e) {
 }
 
 inline float exp_f32(float x) {
-  const float xc = x < -87.3365478515625F ? -87.3365478515625F
-                                          : (x > 88.72283172607421875F ? 88.72283172607421875F : x);
+  // Selects as separate statements (and -fno-trapping-math on the kernels' sources) keep the
+  // loop free of control flow, so it vectorizes.
+  constexpr float kLo = -87.3365478515625F;
+  constexpr float kHi = 88.72283172607421875F;
+  float xc = x < kLo ? kLo : x;
+  xc = xc > kHi ? kHi : xc;
+  xc = x != x ? 0.0F : xc;
   const float t = xc * 1.44269504088896341F;
   const float fn = (t + 12582912.0F) - 12582912.0F;  // round to nearest
   const auto n = static_cast<std::int32_t>(fn);
@@ -43,48 +48,81 @@ inline float exp_f32(float x) {
   p = p * r + 1.6666665459E-1F;
   p = p * r + 5.0000001201E-1F;
   p = p * z + r + 1.0F;
-  const std::int32_t h = n / 2;
+  const std::int32_t h = n >> 1;
   float y = p * pow2i(h) * pow2i(n - h);
-  y = x < -87.3365478515625F ? 0.0F : y;
-  y = x > 88.72283172607421875F ? HUGE_VALF : y;
-  return x != x ? x : y;
+  y = x < kLo ? 0.0F : y;
+  y = x > kHi ? HUGE_VALF : y;
+  y = x != x ? x : y;
+  return y;
+}
+
+/// tanh, Cephes' tanhf (about 2 ulp): an odd polynomial below |x| = 0.625, else
+/// 1 − 2/(e^(2|x|) + 1) with the sign restored. Branch-free.
+inline float tanh_f32(float x) {
+  const float ax = x < 0.0F ? -x : x;
+  const float e = exp_f32(2.0F * ax);
+  float big = 1.0F - 2.0F / (e + 1.0F);
+  big = x < 0.0F ? -big : big;
+  const float z = x * x;
+  float p = -5.70498872745E-3F;
+  p = p * z + 2.06390887954E-2F;
+  p = p * z - 5.37397155531E-2F;
+  p = p * z + 1.33314422036E-1F;
+  p = p * z - 3.33332819422E-1F;
+  const float small = p * z * x + x;
+  float y = ax < 0.625F ? small : big;
+  y = x != x ? x : y;
+  return y;
+}
+
+/// erf as a rational function on [−4, 4] (Eigen's generic_fast_erf_float, a few ulp); ±1
+/// beyond. Branch-free.
+inline float erf_f32(float x) {
+  float c = x < -4.0F ? -4.0F : x;
+  c = c > 4.0F ? 4.0F : c;
+  const float x2 = c * c;
+  float p = -2.72614225801306e-10F;
+  p = p * x2 + 2.77068142495902e-08F;
+  p = p * x2 - 2.10102402082508e-06F;
+  p = p * x2 - 5.69250639462346e-05F;
+  p = p * x2 - 7.34990630326855e-04F;
+  p = p * x2 - 2.95459980854025e-03F;
+  p = p * x2 - 1.60960333262415e-02F;
+  p = p * c;
+  float q = -1.45660718464996e-05F;
+  q = q * x2 - 2.13374055278905e-04F;
+  q = q * x2 - 1.68282697438203e-03F;
+  q = q * x2 - 7.37332916720468e-03F;
+  q = q * x2 - 1.42647390514189e-02F;
+  float y = p / q;
+  y = x != x ? x : y;
+  return y;
 }
 
 inline float sigmoid_f32(float x) { return 1.0F / (1.0F + exp_f32(-x)); }
-inline float gelu_f32(float x) { return 0.5F * x * (1.0F + std::erf(x * 0.70710678118654752F)); }
+inline float gelu_f32(float x) { return 0.5F * x * (1.0F + erf_f32(x * 0.70710678118654752F)); }
 inline float gelu_tanh_f32(float x) {
   const float inner = 0.79788456080286536F * (x + 0.044715F * x * x * x);
-  return 0.5F * x * (1.0F + std::tanh(inner));
+  return 0.5F * x * (1.0F + tanh_f32(inner));
 }
 inline float relu_f32(float x) { return x < 0.0F ? 0.0F : x; }  // NaN < 0 is false: NaN stays
-inline float max_f32(float a, float b) { return (a > b || a != a) ? a : b; }  // NaN propagates
-
-/// d[i] = op(a[i]) for a unary EwOp (kNeg .. kSilu); a and d must not overlap.
-inline void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
-  switch (op) {
-    case EwOp::kNeg: for (std::int64_t i = 0; i < n; ++i) d[i] = -a[i]; break;
-    case EwOp::kExp: for (std::int64_t i = 0; i < n; ++i) d[i] = exp_f32(a[i]); break;
-    case EwOp::kTanh: for (std::int64_t i = 0; i < n; ++i) d[i] = std::tanh(a[i]); break;
-    case EwOp::kRelu: for (std::int64_t i = 0; i < n; ++i) d[i] = relu_f32(a[i]); break;
-    case EwOp::kGelu: for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_f32(a[i]); break;
-    case EwOp::kGeluTanh: for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_tanh_f32(a[i]); break;
-    case EwOp::kSigmoid: for (std::int64_t i = 0; i < n; ++i) d[i] = sigmoid_f32(a[i]); break;
-    case EwOp::kSilu: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / (1.0F + exp_f32(-a[i])); break;
-    default: break;
-  }
+/// max(a, b) with NaN propagating from either side (two selects, so loops over it vectorize).
+inline float max_f32(float a, float b) {
+  const float m = a > b ? a : b;  // NaN in b: the comparison is false, m = b
+  return a != a ? a : m;
 }
+
+/// d[i] = op(a[i]) for a unary EwOp (kNeg .. kSilu); a and d must not overlap. Compiled for
+/// AVX-512, AVX2 and baseline x86-64 and chosen by the CPU at load time (see
+/// KA_EW_TARGET_CLONES in elementwise_cpu.cpp).
+void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
 
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
-inline void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n) {
-  switch (op) {
-    case EwOp::kAdd: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; break;
-    case EwOp::kSub: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; break;
-    case EwOp::kMul: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i]; break;
-    case EwOp::kDiv: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; break;
-    case EwOp::kMax: for (std::int64_t i = 0; i < n; ++i) d[i] = max_f32(a[i], b[i]); break;
-    default: break;
-  }
-}
+void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);
+
+/// d[i] = exp(x[i] − shift) · scale (softmax's inner loop); x and d must not overlap.
+void exp_shifted_run(const float* __restrict x, float shift, float scale, float* __restrict d,
+                     std::int64_t n);
 
 /// The EwOp an epilogue applies (kInput for none).
 inline EwOp epilogue_op(Epilogue e) {
@@ -150,35 +188,17 @@ inline const float* eval_program_chunk(const EwProgram& p, const float* const* i
   return rp[p.result];
 }
 
-constexpr int kLanes = 16;
-
-/// Sum of x[0..n) with 16 independent lanes (vectorizes; error grows with n/16, not n).
-inline float lane_sum(const float* x, std::int64_t n) {
-  float acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += x[i];
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
-}
-
-/// Max of x[0..n) (NaN propagates); -inf for n == 0.
-inline float lane_max(const float* x, std::int64_t n) {
-  float acc[kLanes];
-  for (auto& a : acc) a = -HUGE_VALF;
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] = max_f32(x[i + l], acc[l]);
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] = max_f32(x[i], acc[l]);
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-    for (int l = 0; l < w; ++l) acc[l] = max_f32(acc[l], acc[l + w]);
-  }
-  return acc[0];
-}
+/// Sum of x[0..n) in 16 independent lanes (vectorizes; error grows with n/16, not n).
+float lane_sum(const float* x, std::int64_t n);
+/// Max of x[0..n) ignoring NaN; -inf for n == 0 (softmax still returns NaN for a row with a
+/// NaN: e^(NaN − m) makes its sum NaN).
+float lane_max(const float* x, std::int64_t n);
+/// Sum of (x[i] − mean)² in 16 lanes.
+float lane_sum_sq_dev(const float* x, float mean, std::int64_t n);
+/// d[i] = (x[i] − mean) · rstd · w[i] + b[i]; w and b may be null (1 and 0).
+void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b,
+                   float* d, std::int64_t n);
+/// acc[i] += x[i] in double.
+void accumulate_f64(double* __restrict acc, const float* __restrict x, std::int64_t n);
 
 }  // namespace ka::kernels::detail

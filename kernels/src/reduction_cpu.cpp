@@ -182,13 +182,14 @@ struct RowScratch {
   alignas(64) float c[kEwChunk];
 };
 
-// x = prologue over row elements [e, e + len); stores x into out and returns it.
+// x = prologue over row elements [e, e + len); stores x into out (unless out_base is null)
+// and returns it.
 const float* prologue_chunk(const EwProgram& p, const Space& row, const float* const* bases,
                             float* out_base, std::int64_t e, std::int64_t len, RowScratch& s) {
   const float* in[EwProgram::kMaxInputs];
   for (int i = 0; i < p.inputs; ++i) in[i] = row_read(row, i + 1, bases[i + 1], e, len, s.in[i]);
   const float* x = detail::eval_program_chunk(p, in, len, s.regs);
-  row_write(row, 0, out_base, e, len, x);
+  if (out_base != nullptr) row_write(row, 0, out_base, e, len, x);
   return x;
 }
 
@@ -216,6 +217,8 @@ void softmax_block(const SoftmaxJob& job, std::int64_t block) {
   split_spaces(rt.t, rt.count, a.out, std::uint64_t{1} << a.dim, row, outer);
   const std::int64_t len_row = row.volume();
   RowScratch s;
+  constexpr std::int64_t kMaxChunks = 1024;
+  float chunk_max[kMaxChunks];
   const std::int64_t r1 = std::min(job.rows, (block + 1) * job.rows_per_block);
   for (std::int64_t r = block * job.rows_per_block; r < r1; ++r) {
     const float* bases[kMaxRowTensors];
@@ -223,21 +226,41 @@ void softmax_block(const SoftmaxJob& job, std::int64_t block) {
     float* out = const_cast<float*>(bases[0]);
     float m = -HUGE_VALF;
     double sum = 0.0;
-    for (std::int64_t e = 0; e < len_row; e += kEwChunk) {
+    // Pass 1 stores e^(x − m_c) with m_c the running max at chunk c; pass 2 rescales each
+    // chunk by e^(m_c − m)/sum: one exp per element. Rows of more than kMaxChunks chunks
+    // store x instead and pay a second exp in pass 2.
+    const bool store_exp = len_row <= kMaxChunks * kEwChunk;
+    for (std::int64_t e = 0, c = 0; e < len_row; e += kEwChunk, ++c) {
       const std::int64_t len = std::min(kEwChunk, len_row - e);
-      const float* x = prologue_chunk(p, row, bases, out, e, len, s);
+      const float* x = prologue_chunk(p, row, bases, store_exp ? nullptr : out, e, len, s);
       const float nm = detail::max_f32(m, detail::lane_max(x, len));
-      if (nm == -HUGE_VALF) continue;  // everything so far is -inf: contributes nothing
+      if (nm == -HUGE_VALF) {  // everything so far is -inf: contributes nothing
+        if (store_exp) {
+          std::fill(s.a, s.a + len, 0.0F);
+          row_write(row, 0, out, e, len, s.a);
+          chunk_max[c] = nm;
+        }
+        continue;
+      }
       const float scale = m == nm ? 1.0F : detail::exp_f32(m - nm);
-      for (std::int64_t j = 0; j < len; ++j) s.a[j] = detail::exp_f32(x[j] - nm);
+      detail::exp_shifted_run(x, nm, 1.0F, s.a, len);
       sum = sum * static_cast<double>(scale) + static_cast<double>(detail::lane_sum(s.a, len));
       m = nm;
+      if (store_exp) {
+        row_write(row, 0, out, e, len, s.a);
+        chunk_max[c] = nm;
+      }
     }
     const auto inv = static_cast<float>(1.0 / sum);
-    for (std::int64_t e = 0; e < len_row; e += kEwChunk) {
+    for (std::int64_t e = 0, c = 0; e < len_row; e += kEwChunk, ++c) {
       const std::int64_t len = std::min(kEwChunk, len_row - e);
       const float* x = row_read(row, 0, out, e, len, s.a);
-      for (std::int64_t j = 0; j < len; ++j) s.b[j] = detail::exp_f32(x[j] - m) * inv;
+      if (store_exp) {
+        const float f = detail::exp_f32(chunk_max[c] - m) * inv;
+        for (std::int64_t j = 0; j < len; ++j) s.b[j] = x[j] * f;
+      } else {
+        detail::exp_shifted_run(x, m, inv, s.b, len);
+      }
       row_write(row, 0, out, e, len, s.b);
     }
   }
@@ -284,27 +307,17 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
     for (std::int64_t e = 0; e < n; e += kEwChunk) {
       const std::int64_t len = std::min(kEwChunk, n - e);
       const float* x = row_read(row, 0, out, e, len, s.a);
-      for (std::int64_t j = 0; j < len; ++j) {
-        const float dev = x[j] - mean;
-        s.b[j] = dev * dev;
-      }
-      sq += static_cast<double>(detail::lane_sum(s.b, len));
+      sq += static_cast<double>(detail::lane_sum_sq_dev(x, mean, len));
     }
     const auto rstd =
         static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + static_cast<double>(a.eps)));
     for (std::int64_t e = 0; e < n; e += kEwChunk) {
       const std::int64_t len = std::min(kEwChunk, n - e);
       const float* x = row_read(row, 0, out, e, len, s.a);
-      for (std::int64_t j = 0; j < len; ++j) s.b[j] = (x[j] - mean) * rstd;
-      if (w_index >= 0) {
-        const float* w = row_read(row, w_index, bases[w_index], e, len, s.c);
-        for (std::int64_t j = 0; j < len; ++j) s.b[j] *= w[j];
-      }
-      if (b_index >= 0) {
-        const float* b = row_read(row, b_index, bases[b_index], e, len, s.c);
-        for (std::int64_t j = 0; j < len; ++j) s.b[j] += b[j];
-      }
-      row_write(row, 0, out, e, len, s.b);
+      const float* w = w_index >= 0 ? row_read(row, w_index, bases[w_index], e, len, s.c) : nullptr;
+      const float* b = b_index >= 0 ? row_read(row, b_index, bases[b_index], e, len, s.b) : nullptr;
+      detail::normalize_run(x, mean, rstd, w, b, s.regs[0], len);
+      row_write(row, 0, out, e, len, s.regs[0]);
     }
   }
 }
@@ -379,7 +392,7 @@ void sum_block(const SumJob& job, std::int64_t block) {
         offsets_of(row, 2, q, roff);
       }
       const float* x = in + off[1] + roff[1];
-      for (std::int64_t j = 0; j < len; ++j) acc[j] += static_cast<double>(x[j]);
+      detail::accumulate_f64(acc, x, len);
     }
     float* dst = out + off[0];
     for (std::int64_t j = 0; j < len; ++j) dst[j * out_stride] = static_cast<float>(acc[j]);
