@@ -74,6 +74,30 @@ void exp_shifted_run(const float* __restrict x, float shift, float scale, float*
 }
 
 KA_EW_TARGET_CLONES
+float exp_shifted_sum(const float* __restrict x, float shift, float* __restrict d,
+                      std::int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = exp_f32(x[i + l] - shift);
+      d[i + l] = v;
+      acc[l] += v;
+    }
+  }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float v = exp_f32(x[i] - shift);
+    d[i] = v;
+    acc[l] += v;
+  }
+  for (int w = kLanes / 2; w > 0; w /= 2) {
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  }
+  return acc[0];
+}
+
+KA_EW_TARGET_CLONES
 float lane_sum(const float* x, std::int64_t n) {
   constexpr int kLanes = 16;
   float acc[kLanes] = {};
@@ -137,6 +161,11 @@ void normalize_run(const float* x, float mean, float rstd, const float* w, const
   } else {
     for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd;
   }
+}
+
+KA_EW_TARGET_CLONES
+void accumulate_f32(float* __restrict acc, const float* __restrict x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
 KA_EW_TARGET_CLONES

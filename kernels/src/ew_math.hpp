@@ -188,6 +188,9 @@ inline const float* eval_program_chunk(const EwProgram& p, const float* const* i
   return rp[p.result];
 }
 
+/// d[i] = exp(x[i] − shift) and returns the sum of d (16 lanes); x and d must not overlap.
+float exp_shifted_sum(const float* __restrict x, float shift, float* __restrict d, std::int64_t n);
+
 /// Sum of x[0..n) in 16 independent lanes (vectorizes; error grows with n/16, not n).
 float lane_sum(const float* x, std::int64_t n);
 /// Max of x[0..n) ignoring NaN; -inf for n == 0 (softmax still returns NaN for a row with a
@@ -198,6 +201,8 @@ float lane_sum_sq_dev(const float* x, float mean, std::int64_t n);
 /// d[i] = (x[i] − mean) · rstd · w[i] + b[i]; w and b may be null (1 and 0).
 void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b,
                    float* d, std::int64_t n);
+/// acc[i] += x[i].
+void accumulate_f32(float* __restrict acc, const float* __restrict x, std::int64_t n);
 /// acc[i] += x[i] in double.
 void accumulate_f64(double* __restrict acc, const float* __restrict x, std::int64_t n);
 

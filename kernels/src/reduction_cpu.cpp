@@ -193,6 +193,18 @@ const float* prologue_chunk(const EwProgram& p, const Space& row, const float* c
   return x;
 }
 
+// The tensor index (1 + input) whose row is the prologue's result, read in place; -1 when the
+// result is computed or the input's row is not contiguous.
+int result_input(const EwProgram& p, const Space& row) {
+  for (int i = 0; i < p.size; ++i) {
+    const EwInstr& c = p.code[static_cast<std::size_t>(i)];
+    if (c.dst != p.result) continue;
+    if (c.op == EwOp::kInput && row_contiguous(row, c.a + 1)) return c.a + 1;
+    return -1;
+  }
+  return -1;
+}
+
 // Row bases of every tensor for row r.
 void row_bases(const RowTensors& rt, const Space& outer, std::int64_t r, const float** bases) {
   std::int64_t off[kMaxRowTensors];
@@ -230,6 +242,7 @@ void softmax_block(const SoftmaxJob& job, std::int64_t block) {
     // chunk by e^(m_c − m)/sum: one exp per element. Rows of more than kMaxChunks chunks
     // store x instead and pay a second exp in pass 2.
     const bool store_exp = len_row <= kMaxChunks * kEwChunk;
+    const bool out_contiguous = row_contiguous(row, 0);
     for (std::int64_t e = 0, c = 0; e < len_row; e += kEwChunk, ++c) {
       const std::int64_t len = std::min(kEwChunk, len_row - e);
       const float* x = prologue_chunk(p, row, bases, store_exp ? nullptr : out, e, len, s);
@@ -243,17 +256,25 @@ void softmax_block(const SoftmaxJob& job, std::int64_t block) {
         continue;
       }
       const float scale = m == nm ? 1.0F : detail::exp_f32(m - nm);
-      detail::exp_shifted_run(x, nm, 1.0F, s.a, len);
-      sum = sum * static_cast<double>(scale) + static_cast<double>(detail::lane_sum(s.a, len));
+      // e^(x − nm) straight into out when it is contiguous and not x itself (in place).
+      float* d = store_exp && out_contiguous && x != out + e ? out + e : s.a;
+      const float part = detail::exp_shifted_sum(x, nm, d, len);
+      sum = sum * static_cast<double>(scale) + static_cast<double>(part);
       m = nm;
       if (store_exp) {
-        row_write(row, 0, out, e, len, s.a);
+        if (d != out + e) row_write(row, 0, out, e, len, d);
         chunk_max[c] = nm;
       }
     }
     const auto inv = static_cast<float>(1.0 / sum);
     for (std::int64_t e = 0, c = 0; e < len_row; e += kEwChunk, ++c) {
       const std::int64_t len = std::min(kEwChunk, len_row - e);
+      if (store_exp && out_contiguous) {
+        const float f = detail::exp_f32(chunk_max[c] - m) * inv;
+        float* o = out + e;
+        for (std::int64_t j = 0; j < len; ++j) o[j] *= f;
+        continue;
+      }
       const float* x = row_read(row, 0, out, e, len, s.a);
       if (store_exp) {
         const float f = detail::exp_f32(chunk_max[c] - m) * inv;
@@ -289,35 +310,45 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
   Space outer;
   split_spaces(rt.t, rt.count, a.out, row_mask, row, outer);
   const std::int64_t n = row.volume();
+  const int direct_input = result_input(p, row);
   RowScratch s;
   const std::int64_t r1 = std::min(job.rows, (block + 1) * job.rows_per_block);
   for (std::int64_t r = block * job.rows_per_block; r < r1; ++r) {
     const float* bases[kMaxRowTensors];
     row_bases(rt, outer, r, bases);
     float* out = const_cast<float*>(bases[0]);
+    // When x is an input read in place (an unfused layer_norm), later passes re-read the input
+    // instead of storing x into out first.
+    const int src = direct_input;
+    const float* x_base = src >= 0 ? bases[src] : out;
     double total = 0.0;
     for (std::int64_t e = 0; e < n; e += kEwChunk) {
       const std::int64_t len = std::min(kEwChunk, n - e);
-      const float* x = prologue_chunk(p, row, bases, out, e, len, s);
+      const float* x = src >= 0 ? x_base + e : prologue_chunk(p, row, bases, out, e, len, s);
       total += static_cast<double>(detail::lane_sum(x, len));
     }
     const double mean_d = total / static_cast<double>(n);
     const auto mean = static_cast<float>(mean_d);
     double sq = 0.0;
+    const int x_index = src >= 0 ? src : 0;
     for (std::int64_t e = 0; e < n; e += kEwChunk) {
       const std::int64_t len = std::min(kEwChunk, n - e);
-      const float* x = row_read(row, 0, out, e, len, s.a);
+      const float* x = row_read(row, x_index, x_base, e, len, s.a);
       sq += static_cast<double>(detail::lane_sum_sq_dev(x, mean, len));
     }
     const auto rstd =
         static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + static_cast<double>(a.eps)));
+    const bool out_contiguous = row_contiguous(row, 0);
     for (std::int64_t e = 0; e < n; e += kEwChunk) {
       const std::int64_t len = std::min(kEwChunk, n - e);
-      const float* x = row_read(row, 0, out, e, len, s.a);
+      const float* x = row_read(row, x_index, x_base, e, len, s.a);
       const float* w = w_index >= 0 ? row_read(row, w_index, bases[w_index], e, len, s.c) : nullptr;
       const float* b = b_index >= 0 ? row_read(row, b_index, bases[b_index], e, len, s.b) : nullptr;
-      detail::normalize_run(x, mean, rstd, w, b, s.regs[0], len);
-      row_write(row, 0, out, e, len, s.regs[0]);
+      // Straight into out unless x is out itself (the loop would lose vectorization to the
+      // aliasing check).
+      float* d = out_contiguous && x != out + e ? out + e : s.regs[0];
+      detail::normalize_run(x, mean, rstd, w, b, d, len);
+      if (d != out + e) row_write(row, 0, out, e, len, d);
     }
   }
 }
@@ -378,21 +409,28 @@ void sum_block(const SumJob& job, std::int64_t block) {
   const std::int64_t inner_size = outer.sizes[inner];
   const std::int64_t out_stride = outer.strides[0][inner];
   alignas(64) double acc[kEwChunk];
+  alignas(64) float part[kEwChunk];
   for (std::int64_t k = o0; k < o1;) {
     const std::int64_t col = k % inner_size;
     const std::int64_t len = std::min({kEwChunk, inner_size - col, o1 - k});
     std::int64_t off[2];
     offsets_of(outer, 2, k, off);
+    // Float partial sums over groups of kGroup rows, folded into double: vector-width adds
+    // in the inner loop, and an error that grows with kGroup rather than with n.
+    constexpr std::int64_t kGroup = 64;
     std::fill(acc, acc + len, 0.0);
     std::int64_t roff[2] = {0, 0};
-    for (std::int64_t q = 0; q < n; ++q) {
-      if (row.nd == 1) {
-        roff[1] = q * row.strides[1][0];
-      } else {
-        offsets_of(row, 2, q, roff);
+    for (std::int64_t q0 = 0; q0 < n; q0 += kGroup) {
+      std::fill(part, part + len, 0.0F);
+      for (std::int64_t q = q0; q < std::min(n, q0 + kGroup); ++q) {
+        if (row.nd == 1) {
+          roff[1] = q * row.strides[1][0];
+        } else {
+          offsets_of(row, 2, q, roff);
+        }
+        detail::accumulate_f32(part, in + off[1] + roff[1], len);
       }
-      const float* x = in + off[1] + roff[1];
-      detail::accumulate_f64(acc, x, len);
+      detail::accumulate_f64(acc, part, len);
     }
     float* dst = out + off[0];
     for (std::int64_t j = 0; j < len; ++j) dst[j * out_stride] = static_cast<float>(acc[j]);
