@@ -164,6 +164,26 @@ void normalize_run(const float* x, float mean, float rstd, const float* w, const
 }
 
 KA_EW_TARGET_CLONES
+void max_accumulate(float* __restrict m, const float* __restrict x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) m[i] = x[i] > m[i] ? x[i] : m[i];
+}
+
+KA_EW_TARGET_CLONES
+void exp_sub_accumulate(float* __restrict xd, const float* __restrict m, float* __restrict acc,
+                        std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = exp_f32(xd[i] - m[i]);
+    xd[i] = v;
+    acc[i] += v;
+  }
+}
+
+KA_EW_TARGET_CLONES
+void mul_inplace(float* __restrict d, const float* __restrict f, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) d[i] *= f[i];
+}
+
+KA_EW_TARGET_CLONES
 void accumulate_f32(float* __restrict acc, const float* __restrict x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }

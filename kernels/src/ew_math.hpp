@@ -201,6 +201,13 @@ float lane_sum_sq_dev(const float* x, float mean, std::int64_t n);
 /// d[i] = (x[i] − mean) · rstd · w[i] + b[i]; w and b may be null (1 and 0).
 void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b,
                    float* d, std::int64_t n);
+/// m[i] = max(m[i], x[i]) (NaN in x skipped, as lane_max).
+void max_accumulate(float* __restrict m, const float* __restrict x, std::int64_t n);
+/// xd[i] = exp(xd[i] − m[i]); acc[i] += xd[i].
+void exp_sub_accumulate(float* __restrict xd, const float* __restrict m, float* __restrict acc,
+                        std::int64_t n);
+/// d[i] *= f[i].
+void mul_inplace(float* __restrict d, const float* __restrict f, std::int64_t n);
 /// acc[i] += x[i].
 void accumulate_f32(float* __restrict acc, const float* __restrict x, std::int64_t n);
 /// acc[i] += x[i] in double.

@@ -97,6 +97,15 @@ TEST(SoftmaxCpu, ScaleAndMaskPrologue) {
   const float scale = 0.125F;
   expect_close(run_softmax(x, 3, config(16, 2), mask, scale), at::softmax(x * scale + mask, 3),
                1e-5, 1e-7, "scale+mask");
+  // The same over a non-last dim (column tiles), with the mask broadcast along other dims.
+  at::Tensor mask1 = at::zeros({1, 4, 33, 1});
+  mask1.masked_fill_(at::rand({1, 4, 33, 1}) < 0.3, -INFINITY);
+  mask1.select(2, 0).fill_(0.0F);
+  expect_close(run_softmax(x, 2, config(300, 2), mask1, scale), at::softmax(x * scale + mask1, 2),
+               1e-5, 1e-7, "scale+mask over dim 2");
+  const at::Tensor mask2 = at::randn({257});
+  expect_close(run_softmax(x, 1, config(5, 1), mask2, scale), at::softmax(x * scale + mask2, 1),
+               1e-5, 1e-7, "scale+row mask over dim 1");
   // A row fully masked is NaN, as in ATen.
   at::Tensor all = at::full({1, 8}, -INFINITY);
   const at::Tensor got = run_softmax(at::zeros({1, 8}), 1, config(1, 1), all, 1.0F);
