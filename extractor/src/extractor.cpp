@@ -10,6 +10,7 @@
 #include <ka/kernels/gemm.hpp>
 #include <ka/kernels/reduction.hpp>
 
+#include <ATen/EmptyTensor.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -223,6 +224,126 @@ ParamBuffer& eager_buffer() {
   return buffer;
 }
 
+// Note [Eager plans]
+// Element-wise eager calls repeat the same shapes, so everything that depends only on the
+// arguments' metadata is kept in a thread-local plan: the packed ElementwiseArgs (program with
+// its scalars, broadcast strides), the config, and the CpuLaunch prepared against the plan's
+// own copy of the arguments. A repeat call compares the metadata (op, dtype/sizes/strides/
+// device of every tensor argument, which arguments alias, the scalars' bits), allocates the
+// output, patches the data pointers and runs the prepared grid. Only the kernel's job reads the
+// data pointers (through the args pointer), so patching them is all a repeat needs. A plan is
+// keyed by the extractor and the config generation, so a new table rebuilds it.
+struct EagerPlan {
+  static constexpr std::size_t kMaxMaterial = 64;
+  const OpSpec* spec = nullptr;
+  const void* owner = nullptr;
+  std::uint64_t generation = 0;
+  std::uint64_t hash = 0;
+  std::array<std::int64_t, kMaxMaterial> material{};
+  std::size_t material_size = 0;
+  kernels::ElementwiseArgs args;
+  kernels::CpuLaunch launch;
+  const KernelEntry* entry = nullptr;
+  const CachedConfig* config = nullptr;
+  std::array<std::int8_t, kernels::EwProgram::kMaxInputs> input_arg{};  // op argument per input
+  std::array<std::int64_t, kernels::TensorView::kMaxDims> out_sizes{};
+  int out_ndim = 0;
+  bool inplace = false;
+};
+
+// The metadata an eager element-wise call is planned on; false when the call is not eligible
+// (a non-number scalar, more than 8 dims, too much material).
+bool eager_material(const OpSpec& spec, const c10::IValue* args, std::size_t n,
+                    std::array<std::int64_t, EagerPlan::kMaxMaterial>& m, std::size_t& size) {
+  std::size_t k = 0;
+  m[k++] = spec.id;
+  for (std::size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = args[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined() || t.dim() > kernels::TensorView::kMaxDims) return false;
+      const auto nd = static_cast<std::size_t>(t.dim());
+      if (k + 4 + 2 * nd > m.size()) return false;
+      std::int64_t alias = static_cast<std::int64_t>(i);
+      for (std::size_t j = 0; j < i; ++j) {
+        if (args[j].isTensor() && args[j].toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+          alias = static_cast<std::int64_t>(j);
+          break;
+        }
+      }
+      const c10::Device d = t.device();
+      m[k++] = (static_cast<std::int64_t>(t.scalar_type()) << 32) |
+               (static_cast<std::int64_t>(d.type()) << 16) | (d.index() & 0xff);
+      m[k++] = alias;
+      m[k++] = static_cast<std::int64_t>(nd);
+      const auto sizes = t.sizes();
+      const auto strides = t.strides();
+      for (std::size_t a = 0; a < nd; ++a) m[k++] = sizes[a];
+      for (std::size_t a = 0; a < nd; ++a) m[k++] = strides[a];
+      m[k++] = -7;  // separator
+    } else if (v.isDouble() || v.isInt() || v.isBool()) {
+      if (k + 2 > m.size()) return false;
+      const double d = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt())
+                                                                : (v.toBool() ? 1.0 : 0.0);
+      std::int64_t bits = 0;
+      std::memcpy(&bits, &d, sizeof bits);
+      m[k++] = -3;
+      m[k++] = bits;
+    } else {
+      return false;
+    }
+  }
+  size = k;
+  return true;
+}
+
+std::array<std::unique_ptr<EagerPlan>, 16>& eager_plans() {
+  thread_local std::array<std::unique_ptr<EagerPlan>, 16> plans;
+  return plans;
+}
+
+// Keeps what the slow path just extracted as the plan for repeats (Note [Eager plans]).
+void remember_plan(std::unique_ptr<EagerPlan>& slot, EagerPlan* reuse, const void* owner,
+                   const OpSpec& spec, const c10::IValue* args, const Packed& packed,
+                   const KernelEntry& entry, const CachedConfig& cfg,
+                   const std::array<std::int64_t, EagerPlan::kMaxMaterial>& material,
+                   std::size_t material_size, std::uint64_t hash) {
+  if (packed.device.type != DeviceType::kCPU || entry.launchers.prepare_cpu == nullptr) return;
+  EagerPlan* p = reuse;
+  if (p == nullptr) {
+    slot = std::make_unique<EagerPlan>();
+    p = slot.get();
+  }
+  p->spec = nullptr;  // invalid until complete
+  p->args = *static_cast<const kernels::ElementwiseArgs*>(packed.args);
+  // Kernel inputs are numbered by first appearance of each tensor in argument order.
+  int next = 0;
+  std::array<const c10::TensorImpl*, kernels::EwProgram::kMaxInputs> seen{};
+  for (const std::int8_t a : spec.tensor_args) {
+    if (a < 0) continue;
+    const c10::TensorImpl* impl = args[a].toTensor().unsafeGetTensorImpl();
+    bool dup = false;
+    for (int i = 0; i < next; ++i) dup = dup || seen[static_cast<std::size_t>(i)] == impl;
+    if (!dup) {
+      seen[static_cast<std::size_t>(next)] = impl;
+      p->input_arg[static_cast<std::size_t>(next++)] = a;
+    }
+  }
+  if (next != p->args.program.inputs) return;  // not the layout we expect: no plan
+  p->inplace = spec.inplace;
+  p->out_ndim = p->args.out.ndim;
+  for (int d = 0; d < p->out_ndim; ++d) p->out_sizes[static_cast<std::size_t>(d)] = p->args.out.size(d);
+  if (!entry.launchers.prepare_cpu(&p->args, cfg.config, p->launch).is_ok()) return;
+  p->entry = &entry;
+  p->config = &cfg;
+  p->owner = owner;
+  p->generation = cfg.generation;
+  p->hash = hash;
+  p->material = material;
+  p->material_size = material_size;
+  p->spec = &spec;
+}
+
 [[noreturn]] void rethrow_in_stage(const std::string& prefix, Stage stage) {
   const std::string where = prefix + to_string(stage) + ": ";
   try {
@@ -425,6 +546,15 @@ std::shared_ptr<const db::RecommendationTable> Extractor::table() const {
 // and the executor runs the grid inline (or on the pool for multi-block work). The only heap
 // allocation is the output tensor.
 c10::IValue Extractor::call(OpHandle op, const c10::IValue* args, std::size_t num_args) {
+  return eager(op, args, num_args, true);
+}
+
+c10::IValue Extractor::extract_only(OpHandle op, const c10::IValue* args, std::size_t num_args) {
+  return eager(op, args, num_args, false);
+}
+
+c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t num_args,
+                             bool run) {
   KA_CHECK(op.valid(), "Extractor::call: invalid OpHandle");
   const OpSpec& spec = *op.spec();
   LastExtraction& last = t_last;
@@ -439,6 +569,51 @@ c10::IValue Extractor::call(OpHandle op, const c10::IValue* args, std::size_t nu
   try {
     KA_CHECK(num_args == static_cast<std::size_t>(spec.num_args), "expected ", spec.num_args,
              " arguments, got ", num_args);
+    // See Note [Eager plans].
+    std::array<std::int64_t, EagerPlan::kMaxMaterial> material;
+    std::size_t material_size = 0;
+    EagerPlan* plan_slot_owner = nullptr;
+    std::unique_ptr<EagerPlan>* plan_slot = nullptr;
+    std::uint64_t plan_hash = 0;
+    if (spec.kind == OpKind::kElementwise &&
+        eager_material(spec, args, num_args, material, material_size)) {
+      plan_hash = hash_material(material.data(), material_size);
+      plan_slot = &eager_plans()[plan_hash & 15U];
+      EagerPlan* p = plan_slot->get();
+      if (p != nullptr && p->hash == plan_hash && p->owner == this && p->spec == &spec &&
+          p->generation == impl_->generation.load(std::memory_order_acquire) &&
+          p->material_size == material_size &&
+          std::memcmp(p->material.data(), material.data(), material_size * sizeof(std::int64_t)) == 0) {
+        at::Tensor out;
+        if (p->inplace) {
+          out = args[0].toTensor();
+        } else {
+          const std::int64_t* sz = p->out_sizes.data();
+          out = at::detail::empty_cpu(c10::IntArrayRef(sz, static_cast<std::size_t>(p->out_ndim)),
+                                      at::kFloat, false, c10::MemoryFormat::Contiguous);
+        }
+        p->args.out.data = out.data_ptr();
+        for (int i = 0; i < p->args.program.inputs; ++i) {
+          p->args.inputs[static_cast<std::size_t>(i)].data =
+              args[static_cast<std::size_t>(p->input_arg[static_cast<std::size_t>(i)])].toTensor().data_ptr();
+        }
+        last.entry = p->entry;
+        last.config = p->config;
+        last.device = Device::cpu();
+        if (run) {
+          const kernels::CpuLaunch& launch = p->launch;
+          if (launch.blocks == 1 || launch.threads <= 1) {
+            for (std::int64_t b = 0; b < launch.blocks; ++b) launch.run_block(b);
+          } else {
+            kernels::run_on_pool(launch);
+          }
+        }
+        last.stage = Stage::kSubmit;
+        last.ok = true;
+        return c10::IValue(std::move(out));
+      }
+      plan_slot_owner = p;
+    }
     std::array<const c10::IValue*, 8> ptrs{};
     for (std::size_t i = 0; i < num_args; ++i) ptrs[i] = &args[i];
     const NodeArgs node{&spec, ptrs.data(), static_cast<int>(num_args), -1};
@@ -469,8 +644,12 @@ c10::IValue Extractor::call(OpHandle op, const c10::IValue* args, std::size_t nu
       const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
       KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
                     cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
-      cpu_executor_->run_now(task);
-    } else {
+      if (run) cpu_executor_->run_now(task);
+      if (plan_slot != nullptr && packed.family == OpKind::kElementwise) {
+        remember_plan(*plan_slot, plan_slot_owner, this, spec, args, packed, entry, cfg,
+                      material, material_size, plan_hash);
+      }
+    } else if (run) {
       KA_CHECK_TYPE(NotImplementedError, entry.launchers.launch_cuda != nullptr, "kernel ",
                     entry.descriptor->name, " has no CUDA launcher");
       const Status st = entry.launchers.launch_cuda(packed.args, cfg.config, nullptr);

@@ -198,8 +198,12 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
       return p.binary(EwOp::kAdd, a, p.scalar(static_cast<float>(v)));
     }
     case 4:
-    case 6:
-      return p.binary(EwOp::kMul, reg(0, "self"), reg(1, "other"));
+    case 6: {
+      // Sequenced: inputs are numbered in argument order (the eager plans rely on it).
+      const int a = reg(0, "self");
+      const int b = reg(1, "other");
+      return p.binary(EwOp::kMul, a, b);
+    }
     case 5:
       return p.binary(EwOp::kMul, reg(0, "self"),
                       p.scalar(static_cast<float>(scalar_arg(n, 1, "other"))));

@@ -108,6 +108,10 @@ class Extractor {
   /// (no kernel for the device), each naming the op, signature, device and stage; nothing
   /// runs when extraction fails.
   c10::IValue call(OpHandle op, const c10::IValue* args, std::size_t num_args);
+  /// The extraction stage alone, for measuring it: everything call() does (the output is
+  /// allocated, the task assembled and its grid prepared) except running the task. The
+  /// returned tensor is allocated but not written.
+  c10::IValue extract_only(OpHandle op, const c10::IValue* args, std::size_t num_args);
 
   /// Extracts a whole graph (with fusion unless disabled), submits every task to the CPU
   /// executor (independent tasks overlap), waits, and stores results in graph.values.
@@ -132,6 +136,8 @@ class Extractor {
   struct Impl;
 
  private:
+  c10::IValue eager(OpHandle op, const c10::IValue* args, std::size_t num_args, bool run);
+
   std::unique_ptr<Impl> impl_;
   FusionChecker fusion_;
   std::unique_ptr<executor::CpuExecutor> cpu_executor_;
