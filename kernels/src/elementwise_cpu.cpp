@@ -1,14 +1,13 @@
 // The CPU element-wise kernel: one pass over the output evaluating an EwProgram in chunks.
 // See Note [CPU element-wise chunks].
-#include "ew_math.hpp"
-
-#include <ka/core/error.hpp>
-#include <ka/kernels/elementwise.hpp>
-
 #include <algorithm>
 #include <cstring>
+#include <ka/core/error.hpp>
+#include <ka/kernels/elementwise.hpp>
 #include <thread>
 #include <vector>
+
+#include "ew_math.hpp"
 
 namespace ka::kernels {
 
@@ -41,29 +40,55 @@ namespace detail {
 KA_EW_TARGET_CLONES
 void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
   switch (op) {
-    case EwOp::kNeg: for (std::int64_t i = 0; i < n; ++i) d[i] = -a[i]; break;
-    case EwOp::kExp: for (std::int64_t i = 0; i < n; ++i) d[i] = exp_f32(a[i]); break;
-    case EwOp::kTanh: for (std::int64_t i = 0; i < n; ++i) d[i] = tanh_f32(a[i]); break;
-    case EwOp::kRelu: for (std::int64_t i = 0; i < n; ++i) d[i] = relu_f32(a[i]); break;
-    case EwOp::kGelu: for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_f32(a[i]); break;
-    case EwOp::kGeluTanh: for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_tanh_f32(a[i]); break;
-    case EwOp::kSigmoid: for (std::int64_t i = 0; i < n; ++i) d[i] = sigmoid_f32(a[i]); break;
+    case EwOp::kNeg:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = -a[i];
+      break;
+    case EwOp::kExp:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = exp_f32(a[i]);
+      break;
+    case EwOp::kTanh:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = tanh_f32(a[i]);
+      break;
+    case EwOp::kRelu:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = relu_f32(a[i]);
+      break;
+    case EwOp::kGelu:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_f32(a[i]);
+      break;
+    case EwOp::kGeluTanh:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_tanh_f32(a[i]);
+      break;
+    case EwOp::kSigmoid:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = sigmoid_f32(a[i]);
+      break;
     case EwOp::kSilu:
       for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / (1.0F + exp_f32(-a[i]));
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
 KA_EW_TARGET_CLONES
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n) {
   switch (op) {
-    case EwOp::kAdd: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; break;
-    case EwOp::kSub: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; break;
-    case EwOp::kMul: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i]; break;
-    case EwOp::kDiv: for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; break;
-    case EwOp::kMax: for (std::int64_t i = 0; i < n; ++i) d[i] = max_f32(a[i], b[i]); break;
-    default: break;
+    case EwOp::kAdd:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
+      break;
+    case EwOp::kSub:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i];
+      break;
+    case EwOp::kMul:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i];
+      break;
+    case EwOp::kDiv:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i];
+      break;
+    case EwOp::kMax:
+      for (std::int64_t i = 0; i < n; ++i) d[i] = max_f32(a[i], b[i]);
+      break;
+    default:
+      break;
   }
 }
 
@@ -74,8 +99,7 @@ void exp_shifted_run(const float* __restrict x, float shift, float scale, float*
 }
 
 KA_EW_TARGET_CLONES
-float exp_shifted_sum(const float* __restrict x, float shift, float* __restrict d,
-                      std::int64_t n) {
+float exp_shifted_sum(const float* __restrict x, float shift, float* __restrict d, std::int64_t n) {
   constexpr int kLanes = 16;
   float acc[kLanes] = {};
   std::int64_t i = 0;
@@ -150,8 +174,8 @@ float lane_sum_sq_dev(const float* x, float mean, std::int64_t n) {
 }
 
 KA_EW_TARGET_CLONES
-void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b,
-                   float* d, std::int64_t n) {
+void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b, float* d,
+                   std::int64_t n) {
   if (w != nullptr && b != nullptr) {
     for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd * w[i] + b[i];
   } else if (w != nullptr) {
@@ -259,8 +283,8 @@ Access access_of(const Layout& l, int t) {
 
 // Gathers (scatter=false) or scatters len elements starting at linear element e of tensor t
 // between memory and buf.
-void move_strided(const Layout& l, int t, float* base, std::int64_t e, std::int64_t len,
-                  float* buf, bool scatter) {
+void move_strided(const Layout& l, int t, float* base, std::int64_t e, std::int64_t len, float* buf,
+                  bool scatter) {
   std::int64_t idx[TensorView::kMaxDims];
   std::int64_t rest = e;
   for (int d = l.ndim - 1; d >= 0; --d) {
@@ -294,20 +318,34 @@ constexpr std::int64_t kScalarElems = 8;
 
 float scalar_op(EwOp op, float a, float b) {
   switch (op) {
-    case EwOp::kAdd: return a + b;
-    case EwOp::kSub: return a - b;
-    case EwOp::kMul: return a * b;
-    case EwOp::kDiv: return a / b;
-    case EwOp::kMax: return detail::max_f32(a, b);
-    case EwOp::kNeg: return -a;
-    case EwOp::kExp: return detail::exp_f32(a);
-    case EwOp::kTanh: return detail::tanh_f32(a);
-    case EwOp::kRelu: return detail::relu_f32(a);
-    case EwOp::kGelu: return detail::gelu_f32(a);
-    case EwOp::kGeluTanh: return detail::gelu_tanh_f32(a);
-    case EwOp::kSigmoid: return detail::sigmoid_f32(a);
-    case EwOp::kSilu: return a / (1.0F + detail::exp_f32(-a));
-    default: return 0.0F;
+    case EwOp::kAdd:
+      return a + b;
+    case EwOp::kSub:
+      return a - b;
+    case EwOp::kMul:
+      return a * b;
+    case EwOp::kDiv:
+      return a / b;
+    case EwOp::kMax:
+      return detail::max_f32(a, b);
+    case EwOp::kNeg:
+      return -a;
+    case EwOp::kExp:
+      return detail::exp_f32(a);
+    case EwOp::kTanh:
+      return detail::tanh_f32(a);
+    case EwOp::kRelu:
+      return detail::relu_f32(a);
+    case EwOp::kGelu:
+      return detail::gelu_f32(a);
+    case EwOp::kGeluTanh:
+      return detail::gelu_tanh_f32(a);
+    case EwOp::kSigmoid:
+      return detail::sigmoid_f32(a);
+    case EwOp::kSilu:
+      return a / (1.0F + detail::exp_f32(-a));
+    default:
+      return 0.0F;
   }
 }
 
@@ -445,8 +483,7 @@ std::int64_t broadcast_numel(const ShapeKey& key) {
 
 void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& block) {
   block = {std::max<std::int64_t>(1, block_elems), 1, 1};
-  grid = {std::max<std::int64_t>(1, ceil_div(numel, std::max<std::int64_t>(1, block_elems))), 1,
-          1};
+  grid = {std::max<std::int64_t>(1, ceil_div(numel, std::max<std::int64_t>(1, block_elems))), 1, 1};
 }
 
 // Whether `config` can run `numel` elements; the tunables it reads go to block_elems/threads.
@@ -521,8 +558,7 @@ void validate_ew_operands(const char* kernel, const TensorView& out,
     const EwInstr& c = p.code[static_cast<std::size_t>(i)];
     const bool unary = c.op >= EwOp::kNeg;
     const bool binary = c.op >= EwOp::kAdd && c.op <= EwOp::kMax;
-    KA_CHECK(c.op <= EwOp::kSilu && c.dst < p.regs &&
-                 (c.op != EwOp::kInput || c.a < p.inputs) &&
+    KA_CHECK(c.op <= EwOp::kSilu && c.dst < p.regs && (c.op != EwOp::kInput || c.a < p.inputs) &&
                  (!(unary || binary) || c.a < p.regs) && (!binary || c.b < p.regs),
              kernel, ": malformed instruction ", i, " in program ", p.str());
   }
@@ -533,10 +569,10 @@ void validate_ew_operands(const char* kernel, const TensorView& out,
   if (!empty) extent(out, out_lo, out_hi);
   for (int i = 0; i < p.inputs; ++i) {
     const TensorView& in = inputs[static_cast<std::size_t>(i)];
-    KA_CHECK(in.dtype == DType::kFloat32, kernel, ": input ", i, " has dtype ",
-             long_name(in.dtype), "; this kernel takes float32");
-    KA_CHECK(in.device.type == DeviceType::kCPU, kernel, ": input ", i, " is on ",
-             in.device.str(), "; this kernel runs on cpu");
+    KA_CHECK(in.dtype == DType::kFloat32, kernel, ": input ", i, " has dtype ", long_name(in.dtype),
+             "; this kernel takes float32");
+    KA_CHECK(in.device.type == DeviceType::kCPU, kernel, ": input ", i, " is on ", in.device.str(),
+             "; this kernel runs on cpu");
     bool same = in.ndim == out.ndim;
     for (int d = 0; same && d < out.ndim; ++d) same = in.size(d) == out.size(d);
     KA_CHECK(same, kernel, ": input ", i, " has shape ", in.shape_str(), " but out has ",
@@ -567,12 +603,14 @@ KernelDescriptor make_descriptor() {
   const auto threads = thread_candidates();
   d.space = TunableSpace(
       {
-          {"block_elems", {4096, 8192, 16384, 32768, 65536, 131072, 262144},
+          {"block_elems",
+           {4096, 8192, 16384, 32768, 65536, 131072, 262144},
            "output elements per grid block"},
           {"threads", threads, "worker threads running the blocks"},
       },
       {
-          {"block_elems >= 1", [](const LaunchConfig& c) { return c.get_or("block_elems", 0) >= 1; }},
+          {"block_elems >= 1",
+           [](const LaunchConfig& c) { return c.get_or("block_elems", 0) >= 1; }},
           {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
       });
   d.complete = [](const ShapeKey& shape, const LaunchConfig& point) {

@@ -1,12 +1,11 @@
 // EwProgram builders, its reference evaluator and dump, and broadcast_view (shared by the CPU
 // and CUDA element-wise kernels).
-#include <ka/core/error.hpp>
-#include <ka/kernels/elementwise.hpp>
-#include <ka/kernels/gemm.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ka/core/error.hpp>
+#include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/gemm.hpp>
 #include <string>
 
 namespace ka::kernels {
@@ -28,40 +27,61 @@ std::string shape_of(const std::int64_t* sizes, int ndim) {
 
 const char* to_string(EwOp op) noexcept {
   switch (op) {
-    case EwOp::kInput: return "input";
-    case EwOp::kScalar: return "scalar";
-    case EwOp::kAdd: return "add";
-    case EwOp::kSub: return "sub";
-    case EwOp::kMul: return "mul";
-    case EwOp::kDiv: return "div";
-    case EwOp::kMax: return "max";
-    case EwOp::kNeg: return "neg";
-    case EwOp::kExp: return "exp";
-    case EwOp::kTanh: return "tanh";
-    case EwOp::kRelu: return "relu";
-    case EwOp::kGelu: return "gelu";
-    case EwOp::kGeluTanh: return "gelu_tanh";
-    case EwOp::kSigmoid: return "sigmoid";
-    case EwOp::kSilu: return "silu";
+    case EwOp::kInput:
+      return "input";
+    case EwOp::kScalar:
+      return "scalar";
+    case EwOp::kAdd:
+      return "add";
+    case EwOp::kSub:
+      return "sub";
+    case EwOp::kMul:
+      return "mul";
+    case EwOp::kDiv:
+      return "div";
+    case EwOp::kMax:
+      return "max";
+    case EwOp::kNeg:
+      return "neg";
+    case EwOp::kExp:
+      return "exp";
+    case EwOp::kTanh:
+      return "tanh";
+    case EwOp::kRelu:
+      return "relu";
+    case EwOp::kGelu:
+      return "gelu";
+    case EwOp::kGeluTanh:
+      return "gelu_tanh";
+    case EwOp::kSigmoid:
+      return "sigmoid";
+    case EwOp::kSilu:
+      return "silu";
   }
   return "?";
 }
 
 const char* to_string(Epilogue e) noexcept {
   switch (e) {
-    case Epilogue::kNone: return "none";
-    case Epilogue::kRelu: return "relu";
-    case Epilogue::kGelu: return "gelu";
-    case Epilogue::kGeluTanh: return "gelu_tanh";
-    case Epilogue::kSigmoid: return "sigmoid";
-    case Epilogue::kSilu: return "silu";
+    case Epilogue::kNone:
+      return "none";
+    case Epilogue::kRelu:
+      return "relu";
+    case Epilogue::kGelu:
+      return "gelu";
+    case Epilogue::kGeluTanh:
+      return "gelu_tanh";
+    case Epilogue::kSigmoid:
+      return "sigmoid";
+    case Epilogue::kSilu:
+      return "silu";
   }
   return "?";
 }
 
 int EwProgram::input(int index) {
-  KA_CHECK(index >= 0 && index < kMaxInputs, "EwProgram: input index ", index,
-           " outside [0, ", kMaxInputs, ")");
+  KA_CHECK(index >= 0 && index < kMaxInputs, "EwProgram: input index ", index, " outside [0, ",
+           kMaxInputs, ")");
   KA_CHECK(size < kMaxInstrs && regs < kMaxRegs, "EwProgram: more than ", kMaxInstrs,
            " instructions or ", kMaxRegs, " registers");
   EwInstr& in = code[static_cast<std::size_t>(size++)];
@@ -84,15 +104,15 @@ int EwProgram::unary(EwOp op, int a) {
   KA_CHECK(a >= 0 && a < regs, "EwProgram::unary: register r", a, " is not defined");
   KA_CHECK(size < kMaxInstrs && regs < kMaxRegs, "EwProgram: more than ", kMaxInstrs,
            " instructions or ", kMaxRegs, " registers");
-  code[static_cast<std::size_t>(size++)] = EwInstr{op, static_cast<std::uint8_t>(regs),
-                                                   static_cast<std::uint8_t>(a), 0, 0.0F};
+  code[static_cast<std::size_t>(size++)] =
+      EwInstr{op, static_cast<std::uint8_t>(regs), static_cast<std::uint8_t>(a), 0, 0.0F};
   return regs++;
 }
 
 int EwProgram::binary(EwOp op, int a, int b) {
   KA_CHECK(is_binary(op), "EwProgram::binary: ", to_string(op), " is not a binary op");
-  KA_CHECK(a >= 0 && a < regs && b >= 0 && b < regs, "EwProgram::binary: register r", a,
-           " or r", b, " is not defined");
+  KA_CHECK(a >= 0 && a < regs && b >= 0 && b < regs, "EwProgram::binary: register r", a, " or r", b,
+           " is not defined");
   KA_CHECK(size < kMaxInstrs && regs < kMaxRegs, "EwProgram: more than ", kMaxInstrs,
            " instructions or ", kMaxRegs, " registers");
   code[static_cast<std::size_t>(size++)] =
@@ -109,23 +129,51 @@ float EwProgram::eval(const float* in) const noexcept {
     const float b = r[c.b];
     float v = 0.0F;
     switch (c.op) {
-      case EwOp::kInput: v = in[c.a]; break;
-      case EwOp::kScalar: v = c.imm; break;
-      case EwOp::kAdd: v = a + b; break;
-      case EwOp::kSub: v = a - b; break;
-      case EwOp::kMul: v = a * b; break;
-      case EwOp::kDiv: v = a / b; break;
-      case EwOp::kMax: v = (std::isnan(a) || a > b) ? a : b; break;
-      case EwOp::kNeg: v = -a; break;
-      case EwOp::kExp: v = std::exp(a); break;
-      case EwOp::kTanh: v = std::tanh(a); break;
-      case EwOp::kRelu: v = a < 0.0F ? 0.0F : a; break;
-      case EwOp::kGelu: v = 0.5F * a * (1.0F + std::erf(a * 0.70710678118654752F)); break;
+      case EwOp::kInput:
+        v = in[c.a];
+        break;
+      case EwOp::kScalar:
+        v = c.imm;
+        break;
+      case EwOp::kAdd:
+        v = a + b;
+        break;
+      case EwOp::kSub:
+        v = a - b;
+        break;
+      case EwOp::kMul:
+        v = a * b;
+        break;
+      case EwOp::kDiv:
+        v = a / b;
+        break;
+      case EwOp::kMax:
+        v = (std::isnan(a) || a > b) ? a : b;
+        break;
+      case EwOp::kNeg:
+        v = -a;
+        break;
+      case EwOp::kExp:
+        v = std::exp(a);
+        break;
+      case EwOp::kTanh:
+        v = std::tanh(a);
+        break;
+      case EwOp::kRelu:
+        v = a < 0.0F ? 0.0F : a;
+        break;
+      case EwOp::kGelu:
+        v = 0.5F * a * (1.0F + std::erf(a * 0.70710678118654752F));
+        break;
       case EwOp::kGeluTanh:
         v = 0.5F * a * (1.0F + std::tanh(0.79788456080286536F * (a + 0.044715F * a * a * a)));
         break;
-      case EwOp::kSigmoid: v = 1.0F / (1.0F + std::exp(-a)); break;
-      case EwOp::kSilu: v = a / (1.0F + std::exp(-a)); break;
+      case EwOp::kSigmoid:
+        v = 1.0F / (1.0F + std::exp(-a));
+        break;
+      case EwOp::kSilu:
+        v = a / (1.0F + std::exp(-a));
+        break;
     }
     r[c.dst] = v;
   }
@@ -141,17 +189,31 @@ std::string EwProgram::str() const {
     const std::string a = "r" + std::to_string(c.a);
     const std::string b = "r" + std::to_string(c.b);
     switch (c.op) {
-      case EwOp::kInput: out += "in" + std::to_string(c.a); break;
+      case EwOp::kInput:
+        out += "in" + std::to_string(c.a);
+        break;
       case EwOp::kScalar:
         std::snprintf(buf, sizeof buf, "%g", static_cast<double>(c.imm));
         out += buf;
         break;
-      case EwOp::kAdd: out += a + "+" + b; break;
-      case EwOp::kSub: out += a + "-" + b; break;
-      case EwOp::kMul: out += a + "*" + b; break;
-      case EwOp::kDiv: out += a + "/" + b; break;
-      case EwOp::kMax: out += "max(" + a + "," + b + ")"; break;
-      default: out += std::string(to_string(c.op)) + "(" + a + ")"; break;
+      case EwOp::kAdd:
+        out += a + "+" + b;
+        break;
+      case EwOp::kSub:
+        out += a + "-" + b;
+        break;
+      case EwOp::kMul:
+        out += a + "*" + b;
+        break;
+      case EwOp::kDiv:
+        out += a + "/" + b;
+        break;
+      case EwOp::kMax:
+        out += "max(" + a + "," + b + ")";
+        break;
+      default:
+        out += std::string(to_string(c.op)) + "(" + a + ")";
+        break;
     }
     out += " ";
   }

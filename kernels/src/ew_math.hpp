@@ -3,13 +3,12 @@
 // vectorizes them, with ATen's fp32 semantics. See Note [Vectorizable exp].
 #pragma once
 
-#include <ka/kernels/elementwise.hpp>
-#include <ka/kernels/gemm.hpp>
-
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/gemm.hpp>
 
 namespace ka::kernels::detail {
 
@@ -127,12 +126,18 @@ void exp_shifted_run(const float* __restrict x, float shift, float scale, float*
 /// The EwOp an epilogue applies (kInput for none).
 inline EwOp epilogue_op(Epilogue e) {
   switch (e) {
-    case Epilogue::kRelu: return EwOp::kRelu;
-    case Epilogue::kGelu: return EwOp::kGelu;
-    case Epilogue::kGeluTanh: return EwOp::kGeluTanh;
-    case Epilogue::kSigmoid: return EwOp::kSigmoid;
-    case Epilogue::kSilu: return EwOp::kSilu;
-    case Epilogue::kNone: break;
+    case Epilogue::kRelu:
+      return EwOp::kRelu;
+    case Epilogue::kGelu:
+      return EwOp::kGelu;
+    case Epilogue::kGeluTanh:
+      return EwOp::kGeluTanh;
+    case Epilogue::kSigmoid:
+      return EwOp::kSigmoid;
+    case Epilogue::kSilu:
+      return EwOp::kSilu;
+    case Epilogue::kNone:
+      break;
   }
   return EwOp::kInput;
 }
@@ -166,8 +171,8 @@ constexpr std::int64_t kEwChunk = 256;
 
 /// Evaluates `p` over `len` (<= kEwChunk) elements whose inputs are the contiguous runs
 /// in[0..p.inputs); returns the result run (an input run or one of `regs`).
-inline const float* eval_program_chunk(const EwProgram& p, const float* const* in,
-                                       std::int64_t len, float (*regs)[kEwChunk]) {
+inline const float* eval_program_chunk(const EwProgram& p, const float* const* in, std::int64_t len,
+                                       float (*regs)[kEwChunk]) {
   const float* rp[EwProgram::kMaxRegs] = {};
   for (int i = 0; i < p.size; ++i) {
     const EwInstr& c = p.code[static_cast<std::size_t>(i)];
@@ -199,8 +204,8 @@ float lane_max(const float* x, std::int64_t n);
 /// Sum of (x[i] − mean)² in 16 lanes.
 float lane_sum_sq_dev(const float* x, float mean, std::int64_t n);
 /// d[i] = (x[i] − mean) · rstd · w[i] + b[i]; w and b may be null (1 and 0).
-void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b,
-                   float* d, std::int64_t n);
+void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b, float* d,
+                   std::int64_t n);
 /// m[i] = max(m[i], x[i]) (NaN in x skipped, as lane_max).
 void max_accumulate(float* __restrict m, const float* __restrict x, std::int64_t n);
 /// xd[i] = exp(xd[i] − m[i]); acc[i] += xd[i].

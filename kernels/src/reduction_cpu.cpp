@@ -1,14 +1,13 @@
 // CPU softmax (online max/sum), layer_norm (two-pass mean/variance per row) and sum over dims.
 // See Note [CPU row kernels].
-#include "ew_math.hpp"
-
-#include <ka/core/error.hpp>
-#include <ka/kernels/reduction.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <ka/core/error.hpp>
+#include <ka/kernels/reduction.hpp>
 #include <thread>
 #include <vector>
+
+#include "ew_math.hpp"
 
 namespace ka::kernels {
 
@@ -135,14 +134,14 @@ bool row_contiguous(const Space& row, int t) { return row.nd == 1 && row.strides
 
 // Row elements [e, e + len) of tensor t (row base `base`): in place when contiguous, else
 // gathered into buf.
-const float* row_read(const Space& row, int t, const float* base, std::int64_t e,
-                      std::int64_t len, float* buf) {
+const float* row_read(const Space& row, int t, const float* base, std::int64_t e, std::int64_t len,
+                      float* buf) {
   if (row_contiguous(row, t)) return base + e;
-  walk_row(row, t, e, len, [&](std::int64_t pos, std::int64_t off, std::int64_t seg,
-                               std::int64_t stride) {
-    const float* p = base + off;
-    for (std::int64_t i = 0; i < seg; ++i) buf[pos + i] = p[i * stride];
-  });
+  walk_row(row, t, e, len,
+           [&](std::int64_t pos, std::int64_t off, std::int64_t seg, std::int64_t stride) {
+             const float* p = base + off;
+             for (std::int64_t i = 0; i < seg; ++i) buf[pos + i] = p[i * stride];
+           });
   return buf;
 }
 
@@ -152,11 +151,11 @@ void row_write(const Space& row, int t, float* base, std::int64_t e, std::int64_
     if (base + e != src) std::copy(src, src + len, base + e);
     return;
   }
-  walk_row(row, t, e, len, [&](std::int64_t pos, std::int64_t off, std::int64_t seg,
-                               std::int64_t stride) {
-    float* p = base + off;
-    for (std::int64_t i = 0; i < seg; ++i) p[i * stride] = src[pos + i];
-  });
+  walk_row(row, t, e, len,
+           [&](std::int64_t pos, std::int64_t off, std::int64_t seg, std::int64_t stride) {
+             float* p = base + off;
+             for (std::int64_t i = 0; i < seg; ++i) p[i * stride] = src[pos + i];
+           });
 }
 
 // The tensors of a row kernel: out, the prologue inputs, then optional extras.
@@ -368,8 +367,8 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
   const int b_index = a.bias.data != nullptr ? rt.count : -1;
   if (b_index >= 0) rt.t[rt.count++] = &a.bias;
   const int nd = a.out.ndim;
-  const std::uint64_t row_mask = ((std::uint64_t{1} << nd) - 1) &
-                                 ~((std::uint64_t{1} << (nd - a.normalized_dims)) - 1);
+  const std::uint64_t row_mask =
+      ((std::uint64_t{1} << nd) - 1) & ~((std::uint64_t{1} << (nd - a.normalized_dims)) - 1);
   Space row;
   Space outer;
   split_spaces(rt.t, rt.count, a.out, row_mask, row, outer);
@@ -400,8 +399,8 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
       const float* x = row_read(row, x_index, x_base, e, len, s.a);
       sq += static_cast<double>(detail::lane_sum_sq_dev(x, mean, len));
     }
-    const auto rstd =
-        static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + static_cast<double>(a.eps)));
+    const auto rstd = static_cast<float>(
+        1.0 / std::sqrt(sq / static_cast<double>(n) + static_cast<double>(a.eps)));
     const bool out_contiguous = row_contiguous(row, 0);
     for (std::int64_t e = 0; e < n; e += kEwChunk) {
       const std::int64_t len = std::min(kEwChunk, n - e);
@@ -461,7 +460,8 @@ void sum_block(const SumJob& job, std::int64_t block) {
       double total = 0.0;
       for (std::int64_t e = 0; e < n; e += kEwChunk) {
         const std::int64_t len = std::min(kEwChunk, n - e);
-        total += static_cast<double>(detail::lane_sum(row_read(row, 1, in + off[1], e, len, buf), len));
+        total +=
+            static_cast<double>(detail::lane_sum(row_read(row, 1, in + off[1], e, len, buf), len));
       }
       out[off[0]] = static_cast<float>(total);
     }
@@ -661,8 +661,8 @@ Status prepare_layer_norm_f32_cpu(const LayerNormArgs& args, const LaunchConfig&
   for (int i = 0; i < 2; ++i) {
     const TensorView& t = *extra[i];
     if (t.data == nullptr) continue;
-    KA_CHECK(t.dtype == DType::kFloat32 && t.device.type == DeviceType::kCPU, "layer_norm: ",
-             names[i], " must be a float32 CPU tensor");
+    KA_CHECK(t.dtype == DType::kFloat32 && t.device.type == DeviceType::kCPU,
+             "layer_norm: ", names[i], " must be a float32 CPU tensor");
     bool ok = t.ndim == k;
     for (int d = 0; ok && d < k; ++d) ok = t.size(d) == args.out.size(args.out.ndim - k + d);
     KA_CHECK(ok, "layer_norm: ", names[i], " has shape ", t.shape_str(),

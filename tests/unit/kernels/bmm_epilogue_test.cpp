@@ -1,14 +1,13 @@
 // The CPU bmm against at::bmm (strided and transposed operands, the points of its space) and
 // the GEMM epilogues against act(at::addmm(...)) on the packed and skinny paths; the prepared
 // launches run block by block as ka's executor runs them.
-#include <ka/core/error.hpp>
-#include <ka/core/fingerprint.hpp>
-#include <ka/kernels/gemm.hpp>
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
+#include <ka/kernels/gemm.hpp>
 #include <string>
 #include <vector>
 
@@ -122,8 +121,8 @@ std::vector<std::pair<Epilogue, Act>> epilogues() {
   };
 }
 
-at::Tensor run_addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
-                     Epilogue e, const LaunchConfig& cfg, bool by_blocks = false) {
+at::Tensor run_addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, Epilogue e,
+                     const LaunchConfig& cfg, bool by_blocks = false) {
   at::Tensor out = at::full({a.size(0), b.size(1)}, NAN);
   AddmmArgs args;
   args.out = view_of(out);
@@ -157,12 +156,12 @@ TEST(GemmEpilogue, EveryActivationMatchesAten) {
                  what + " by blocks");
     const at::Tensor a0 = at::randn({5, 0});
     const at::Tensor b0 = at::randn({0, 71});
-    expect_close(run_addmm(bias, a0, b0, e, config(6, 32, 64, 1)),
-                 act(at::addmm(bias, a0, b0)), 0, what + " K = 0");
+    expect_close(run_addmm(bias, a0, b0, e, config(6, 32, 64, 1)), act(at::addmm(bias, a0, b0)), 0,
+                 what + " K = 0");
     if (cpu_isa_level() == "avx512" && gemm_cpu_isa() == "avx512") {
       const at::Tensor a3 = a.slice(0, 0, 3);
-      expect_close(run_addmm(bias, a3, b, e, config(6, 64, 128, 2, 1)),
-                   act(at::addmm(bias, a3, b)), 300, what + " skinny");
+      expect_close(run_addmm(bias, a3, b, e, config(6, 64, 128, 2, 1)), act(at::addmm(bias, a3, b)),
+                   300, what + " skinny");
     }
   }
   EXPECT_STREQ(to_string(Epilogue::kGeluTanh), "gelu_tanh");

@@ -1,18 +1,17 @@
 // The CPU element-wise kernel against ATen (the oracle): every op, chains, broadcasting,
 // strided and aliased operands, empty and odd sizes, every point of the tunable space, and an
 // allocation-free hot path.
-#include "alloc_counter.hpp"
-
-#include <ka/core/error.hpp>
-#include <ka/kernels/elementwise.hpp>
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
+#include <ka/core/error.hpp>
+#include <ka/kernels/elementwise.hpp>
 #include <string>
 #include <vector>
+
+#include "alloc_counter.hpp"
 
 namespace ka::kernels {
 namespace {
@@ -107,7 +106,8 @@ TEST(ElementwiseCpu, EveryBinaryOpMatchesAten) {
   at::manual_seed(2);
   const at::Tensor a = at::randn({41, 67});
   const at::Tensor b = at::randn({41, 67}) + 0.1;
-  const std::vector<std::pair<EwOp, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>>>
+  const std::vector<
+      std::pair<EwOp, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>>>
       ops = {
           {EwOp::kAdd, [](const at::Tensor& x, const at::Tensor& y) { return x + y; }},
           {EwOp::kSub, [](const at::Tensor& x, const at::Tensor& y) { return x - y; }},
@@ -180,7 +180,7 @@ TEST(ElementwiseCpu, Broadcasting) {
 
 TEST(ElementwiseCpu, NonContiguousOperands) {
   at::manual_seed(5);
-  const at::Tensor xt = at::randn({301, 67}).t();       // transposed input
+  const at::Tensor xt = at::randn({301, 67}).t();                 // transposed input
   const at::Tensor y = at::randn({67, 602}).slice(1, 0, 602, 2);  // strided input
   at::Tensor out = at::empty({67, 301});
   run(binary_program(EwOp::kAdd), out, {xt, y});
@@ -229,8 +229,8 @@ TEST(ElementwiseCpu, EveryPointOfTheSpaceRuns) {
   const at::Tensor x = at::randn({100003});
   const at::Tensor y = at::randn({100003});
   const KernelDescriptor& d = elementwise_f32_cpu_descriptor();
-  const ShapeKey key("aten::mul.Tensor", {{DType::kFloat32, {100003}, true},
-                                          {DType::kFloat32, {100003}, true}});
+  const ShapeKey key("aten::mul.Tensor",
+                     {{DType::kFloat32, {100003}, true}, {DType::kFloat32, {100003}, true}});
   const auto points = d.space.enumerate();
   ASSERT_FALSE(points.empty());
   for (const auto& point : points) {
@@ -250,8 +250,8 @@ TEST(ElementwiseCpu, DescriptorDefaultsAndRefusals) {
   EXPECT_EQ(small.get_or("threads", 0), 1);
   EXPECT_EQ(small.grid.volume(), 1);
   EXPECT_TRUE(d.can_run(tiny, small).is_ok());
-  const ShapeKey big("aten::add.Tensor", {{DType::kFloat32, {4096, 4096}, true},
-                                          {DType::kFloat32, {4096}, true}});
+  const ShapeKey big("aten::add.Tensor",
+                     {{DType::kFloat32, {4096, 4096}, true}, {DType::kFloat32, {4096}, true}});
   const LaunchConfig large = d.default_config(big);
   EXPECT_EQ(large.get_or("threads", 0), d.space.params()[1].candidates.back());
   EXPECT_TRUE(d.can_run(big, large).is_ok()) << large.str();

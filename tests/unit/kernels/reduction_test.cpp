@@ -1,12 +1,11 @@
 // The CPU softmax, layer_norm and sum against ATen: every dim, fused prologues (scale + mask,
 // residual add), optional affine parameters, every reduction dim set, strided inputs, thread
 // counts and the points of each descriptor's space.
-#include <ka/core/error.hpp>
-#include <ka/kernels/reduction.hpp>
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <ka/core/error.hpp>
+#include <ka/kernels/reduction.hpp>
 #include <string>
 #include <vector>
 
@@ -221,9 +220,9 @@ TEST(SumCpu, EveryDimSet) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     for (std::uint64_t mask = 0; mask < 8; ++mask) {
       for (const auto& cfg : {config(1, 1), config(16, 2)}) {
-        expect_close(run_sum(inputs[i], mask, cfg), ref_sum(inputs[i], mask), 1e-5, 1e-4,
-                     "input " + std::to_string(i) + " mask " + std::to_string(mask) + " " +
-                         cfg.str());
+        expect_close(
+            run_sum(inputs[i], mask, cfg), ref_sum(inputs[i], mask), 1e-5, 1e-4,
+            "input " + std::to_string(i) + " mask " + std::to_string(mask) + " " + cfg.str());
       }
     }
   }
