@@ -70,6 +70,22 @@ TEST(EagerOps, UnaryOpsMatchLibtorch) {
   }
 }
 
+TEST(EagerOps, RepeatedCallsReusePlansWithFreshData) {
+  // Same metadata, different data: a repeat must read this call's tensors (Note [Eager plans]).
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor a = at::randn({5, 7});
+    const at::Tensor b = at::randn({7});
+    expect_close(run("aten::mul.Tensor", {a, b}), a * b);
+    expect_close(run("aten::mul.Tensor", {b, a}), b * a);
+    expect_close(run("aten::add.Tensor", {a, a, 1}), a + a);  // aliased arguments
+    const at::Tensor c = at::randn({5, 7});
+    expect_close(run("aten::add.Tensor", {a, c, 1}), a + c);  // same shapes, not aliased
+    expect_close(run("aten::add.Tensor", {a, c, 2}), a + 2 * c);  // another alpha
+    expect_close(run("aten::relu", {a.t()}), at::relu(a.t()));  // strides are part of the plan
+    expect_close(run("aten::relu", {c}), at::relu(c));
+  }
+}
+
 TEST(EagerOps, InPlaceOpsWriteSelfAndReturnIt) {
   at::Tensor x = at::randn({9, 17});
   const at::Tensor y = at::randn({17});
