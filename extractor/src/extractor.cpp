@@ -200,9 +200,9 @@ ShapeKey shape_key_of(const Packed& p) {
   return ShapeKey(p.key_op, std::move(specs));
 }
 
-// What the last extraction on this thread did, for dump_extraction_context(). Eager calls
+// The ExtractionContext of the last request on this thread (ops, device, stage reached, kernel, config, MemRanges, task plans, error), for dump_extraction_context(). Eager calls
 // record only pointers and ranges (cheap); the JSON is built when asked.
-struct LastExtraction {
+struct ExtractionContext {
   bool graph = false;
   const OpSpec* op = nullptr;
   Device device;
@@ -217,7 +217,7 @@ struct LastExtraction {
   std::vector<TaskPlan> plans;
   std::vector<std::string> signatures;
 };
-thread_local LastExtraction t_last;
+thread_local ExtractionContext t_last;
 
 ParamBuffer& eager_buffer() {
   thread_local ParamBuffer buffer;
@@ -557,7 +557,7 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
                              bool run) {
   KA_CHECK(op.valid(), "Extractor::call: invalid OpHandle");
   const OpSpec& spec = *op.spec();
-  LastExtraction& last = t_last;
+  ExtractionContext& last = t_last;
   last.graph = false;
   last.op = &spec;
   last.ok = false;
@@ -671,8 +671,8 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
 }
 
 std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& options) {
-  LastExtraction& last = t_last;
-  last = LastExtraction{};
+  ExtractionContext& last = t_last;
+  last = ExtractionContext{};
   last.graph = true;
   Stage stage = Stage::kValidate;
   std::string where;
@@ -905,7 +905,7 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
 
 std::string Extractor::dump_extraction_context() const {
   using nlohmann::json;
-  const LastExtraction& last = t_last;
+  const ExtractionContext& last = t_last;
   json j;
   j["kind"] = last.graph ? "graph" : "eager";
   j["stage"] = to_string(last.stage);

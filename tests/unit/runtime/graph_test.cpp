@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/jit.h>
 
 #include <fstream>
 #include <sstream>
@@ -124,6 +126,26 @@ graph(%x : Tensor, %one_t : Tensor):
   EXPECT_TRUE(at::allclose(r.outputs[0].toTensor(), want_z));
   ASSERT_EQ(r.tasks.size(), 3U);
   EXPECT_EQ(r.tasks[1].dependencies, std::vector<std::uint64_t>{r.tasks[0].task_id});
+}
+
+TEST(Graph, AScriptedFunctionsGraphRuns) {
+  // The graph of TorchScript compiled from source, as a loaded module's method would give.
+  const auto cu = torch::jit::compile(R"PY(
+def block(x, w, b, res):
+    h = torch.mm(x, w) + b
+    return torch.relu(h + res) * 0.5
+)PY");
+  auto graph = torch::jit::toGraphFunction(cu->get_function("block")).graph()->copy();
+  at::manual_seed(6);
+  const std::vector<c10::IValue> in = {at::randn({8, 16}), at::randn({16, 24}), at::randn({24}),
+                                       at::randn({8, 24})};
+  Runtime rt;
+  const GraphResult r = rt.run_graph(*graph, in);
+  const at::Tensor want =
+      at::relu(at::mm(in[0].toTensor(), in[1].toTensor()) + in[2].toTensor() + in[3].toTensor()) * 0.5;
+  ASSERT_EQ(r.outputs.size(), 1U);
+  EXPECT_TRUE(at::allclose(r.outputs[0].toTensor(), want, 1e-4, 1e-4));
+  EXPECT_FALSE(r.tasks.empty());
 }
 
 TEST(Graph, BadGraphsAreClearErrors) {
