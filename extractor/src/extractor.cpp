@@ -200,7 +200,9 @@ ShapeKey shape_key_of(const Packed& p) {
   return ShapeKey(p.key_op, std::move(specs));
 }
 
-// The ExtractionContext of the last request on this thread (ops, device, stage reached, kernel, config, MemRanges, task plans, error), for dump_extraction_context(). Eager calls
+// The ExtractionContext of this thread's last request (op or graph nodes, device, stage
+// reached, kernel, config with provenance, MemRanges, task plans, error), for
+// dump_extraction_context(). Eager calls
 // record only pointers and ranges (cheap); the JSON is built when asked.
 struct ExtractionContext {
   bool graph = false;
@@ -214,6 +216,7 @@ struct ExtractionContext {
   std::array<MemRange, Packed::kMaxRanges> ranges{};
   int num_ranges = 0;
   bool strided = false;
+  bool plan_hit = false;  ///< Served by an eager plan (Note [Eager plans]): no ranges recorded.
   std::vector<TaskPlan> plans;
   std::vector<std::string> signatures;
 };
@@ -564,6 +567,7 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
   last.entry = nullptr;
   last.config = nullptr;
   last.num_ranges = 0;
+  last.plan_hit = false;
   Stage stage = Stage::kValidate;
   Device device;
   try {
@@ -599,6 +603,7 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
         }
         last.entry = p->entry;
         last.config = p->config;
+        last.plan_hit = true;
         last.device = Device::cpu();
         if (run) {
           const kernels::CpuLaunch& launch = p->launch;
@@ -631,6 +636,10 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
     last.ranges = packed.ranges;
     last.num_ranges = packed.num_ranges;
     last.strided = packed.strided;
+    if (packed.strided && log().should_log(spdlog::level::debug)) {
+      log().debug("{}: non-contiguous input, the strided variant of {} runs (no copy)",
+                  spec.signature, entry.descriptor->name);
+    }
     stage = Stage::kConfigure;
     const CachedConfig& cfg = impl_->config_for(entry, packed);
     last.config = &cfg;
@@ -933,6 +942,7 @@ std::string Extractor::dump_extraction_context() const {
       j["provenance"] = last.config->provenance;
     }
     j["strided_inputs"] = last.strided;
+    j["eager_plan"] = last.plan_hit ? "hit" : "miss";
     j["mem_ranges"] = json::array();
     for (int i = 0; i < last.num_ranges; ++i) {
       j["mem_ranges"].push_back(range_json(last.ranges[static_cast<std::size_t>(i)]));
