@@ -95,6 +95,14 @@ std::int64_t int_arg(const NodeArgs& n, int index, const char* name) {
   return v.toInt();
 }
 
+// An optional `ScalarType? dtype` argument: None or float32 (ka's kernels are fp32).
+void check_dtype_arg(const NodeArgs& n, int index) {
+  if (n.args[index]->isNone()) return;
+  const auto dt = n.args[index]->toScalarType();
+  KA_CHECK_TYPE(NotImplementedError, dt == at::kFloat, n.spec->signature,
+                ": ka's kernels take float32; dtype=", c10::toString(dt));
+}
+
 void check_arity(const NodeArgs& n) {
   if (n.num_args != n.spec->num_args) {
     fail(*n.spec, "expected " + std::to_string(n.spec->num_args) + " arguments, got " +
@@ -130,6 +138,16 @@ void add_key(Packed& out, const kernels::TensorView& v) {
   if (out.num_key_views < Packed::kMaxKeyViews) {
     out.key_views[static_cast<std::size_t>(out.num_key_views++)] = v;
   }
+}
+
+// Records what a packer produced: the kernel's argument struct, its family, the op name the
+// kernel's heuristic reads the shape key under, and the name table lookups use.
+void finish_pack(Packed& out, const void* args, OpKind family, const char* key_op,
+                 const char* lookup_op) {
+  out.args = args;
+  out.family = family;
+  out.key_op = key_op;
+  out.lookup_op = lookup_op;
 }
 
 // ---- element-wise ------------------------------------------------------------------------
@@ -284,10 +302,8 @@ void pack_elementwise(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
       if (a >= 0) add_key(out, to_view(first.args[a]->toTensor()));
     }
   }
-  out.args = args;
-  out.family = OpKind::kElementwise;
-  out.key_op = g.count == 1 ? last.signature : "fused::ew_chain";
-  out.lookup_op = out.key_op;
+  const char* name = g.count == 1 ? last.signature : "fused::ew_chain";
+  finish_pack(out, args, OpKind::kElementwise, name, name);
 }
 
 // ---- GEMM --------------------------------------------------------------------------------
@@ -389,10 +405,8 @@ void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   add_key(out, args->mat1);
   add_key(out, args->mat2);
   out.strided = !args->mat1.is_contiguous() || !args->mat2.is_contiguous();
-  out.args = args;
-  out.family = OpKind::kGemm;
-  out.key_op = bias != nullptr ? "aten::addmm" : "aten::mm";
-  out.lookup_op = g.kind == FusionKind::kGemmEpilogue ? "fused::gemm_epilogue" : op.signature;
+  finish_pack(out, args, OpKind::kGemm, bias != nullptr ? "aten::addmm" : "aten::mm",
+              g.kind == FusionKind::kGemmEpilogue ? "fused::gemm_epilogue" : op.signature);
 }
 
 void pack_bmm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
@@ -419,10 +433,8 @@ void pack_bmm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   add_key(out, args->mat1);
   add_key(out, args->mat2);
   out.strided = !args->mat1.is_contiguous() || !args->mat2.is_contiguous();
-  out.args = args;
-  out.family = OpKind::kBmm;
-  out.key_op = op.signature;
-  out.lookup_op = op.signature;
+  finish_pack(out, args, OpKind::kBmm, op.signature,
+              op.signature);
 }
 
 // ---- row reductions with a prologue -------------------------------------------------------
@@ -451,10 +463,8 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
     if (red.args[2]->isBool() && red.args[2]->toBool()) {
       fail(op, "conversion from Half to Float is only supported on CUDA (half_to_float=True)");
     }
-  } else if (!red.args[2]->isNone()) {
-    const auto dt = red.args[2]->toScalarType();
-    KA_CHECK_TYPE(NotImplementedError, dt == at::kFloat, op.signature,
-                  ": ka's kernels take float32; dtype=", c10::toString(dt));
+  } else {
+    check_dtype_arg(red, 2);
   }
   const c10::IntArrayRef shape(in.sizes.data(), static_cast<std::size_t>(in.ndim));
   const std::int64_t dim = wrap_dim(op, int_arg(red, 1, "dim"), in.ndim);
@@ -471,10 +481,8 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
     }
   }
   add_range(out, out.result, Access::kWrite);
-  out.args = args;
-  out.family = OpKind::kSoftmax;
-  out.key_op = op.signature;
-  out.lookup_op = g.count > 1 ? "fused::pointwise_softmax" : op.signature;
+  finish_pack(out, args, OpKind::kSoftmax, op.signature,
+              g.count > 1 ? "fused::pointwise_softmax" : op.signature);
 }
 
 void pack_layer_norm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
@@ -522,10 +530,8 @@ void pack_layer_norm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
     add_key(out, args->bias);
   }
   add_range(out, out.result, Access::kWrite);
-  out.args = args;
-  out.family = OpKind::kLayerNorm;
-  out.key_op = op.signature;
-  out.lookup_op = g.count > 1 ? "fused::pointwise_layer_norm" : op.signature;
+  finish_pack(out, args, OpKind::kLayerNorm, op.signature,
+              g.count > 1 ? "fused::pointwise_layer_norm" : op.signature);
 }
 
 void pack_sum(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
@@ -535,11 +541,7 @@ void pack_sum(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   const at::Tensor& self = tensor_arg(n, 0, "self", out.device);
   const c10::IValue& dims = *n.args[1];
   const bool keepdim = n.args[2]->isBool() && n.args[2]->toBool();
-  if (!n.args[3]->isNone()) {
-    const auto dt = n.args[3]->toScalarType();
-    KA_CHECK_TYPE(NotImplementedError, dt == at::kFloat, op.signature,
-                  ": ka's kernels take float32; dtype=", c10::toString(dt));
-  }
+  check_dtype_arg(n, 3);
   const auto ndim = static_cast<int>(self.dim());
   std::uint64_t mask = 0;
   if (dims.isNone() || (dims.isIntList() && dims.toIntList().empty())) {
@@ -576,10 +578,8 @@ void pack_sum(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   add_range(out, result, Access::kWrite);
   add_key(out, to_view(self));
   out.strided = !args->in.is_contiguous();
-  out.args = args;
-  out.family = OpKind::kSum;
-  out.key_op = op.signature;
-  out.lookup_op = op.signature;
+  finish_pack(out, args, OpKind::kSum, op.signature,
+              op.signature);
 }
 
 }  // namespace
