@@ -749,7 +749,15 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
     }
     std::vector<FusionGroup> groups;
     if (options.fusion) {
-      groups = fusion_.plan(fnodes, DeviceType::kCPU);
+      // The budget is the device's that runs the graph: the first tensor input's.
+      DeviceType budget_device = DeviceType::kCPU;
+      for (const c10::IValue& v : graph.values) {
+        if (v.isTensor() && v.toTensor().defined()) {
+          if (v.toTensor().is_cuda()) budget_device = DeviceType::kCUDA;
+          break;
+        }
+      }
+      groups = fusion_.plan(fnodes, budget_device);
     } else {
       for (std::size_t i = 0; i < n; ++i) groups.push_back({FusionKind::kNone, static_cast<int>(i), 1, ""});
     }
