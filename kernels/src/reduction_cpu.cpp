@@ -690,7 +690,7 @@ Status prepare_sum_f32_cpu(const SumArgs& args, const LaunchConfig& config, CpuL
   const int nd = args.in.ndim;
   KA_CHECK(args.out.ndim == nd, "sum: out has shape ", args.out.shape_str(), " but in has ",
            args.in.shape_str(), " (out keeps the reduced dims with size 1)");
-  KA_CHECK(nd == 64 || (args.reduce_mask >> nd) == 0, "sum: reduce_mask 0x", args.reduce_mask,
+  KA_CHECK((args.reduce_mask >> nd) == 0, "sum: reduce_mask ", args.reduce_mask,
            " names dims past ", nd);
   for (int d = 0; d < nd; ++d) {
     const bool reduced = ((args.reduce_mask >> d) & 1U) != 0;

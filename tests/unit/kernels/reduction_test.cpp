@@ -273,6 +273,11 @@ TEST(ReductionCpu, EveryPointOfEachSpaceRuns) {
   args.in = view_of(x);
   args.reduce_mask = 2;
   EXPECT_FALSE(sum_f32_cpu(args, config(1, 0)).is_ok());
+  // Bad arguments throw: a mask past the dims, an out that does not keep the reduced dims.
+  args.reduce_mask = 4;
+  EXPECT_THROW((void)sum_f32_cpu(args, config(1, 1)), ValueError);
+  args.reduce_mask = 1;
+  EXPECT_THROW((void)sum_f32_cpu(args, config(1, 1)), ValueError);
 }
 
 }  // namespace
