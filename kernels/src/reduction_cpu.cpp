@@ -645,6 +645,18 @@ Status prepare_softmax_f32_cpu(const SoftmaxArgs& args, const LaunchConfig& conf
   const std::int64_t numel = args.out.numel();
   const std::int64_t d = args.out.ndim == 0 ? 1 : args.out.size(args.dim);
   job.rows = numel == 0 ? 0 : numel / d;
+  if (job.rows > 0) {
+    // Column tiles are as wide as a block's rows: give them enough rows to fill vectors
+    // (narrow tiles run slower than the strided row walk), keeping a tile (d x rows) ~256 KiB.
+    const RowTensors rt = row_tensors(args.out, args.inputs, args.prologue.inputs);
+    Space row;
+    Space outer;
+    split_spaces(rt.t, rt.count, args.out, std::uint64_t{1} << args.dim, row, outer);
+    if (column_layout(rt, row, outer)) {
+      job.rows_per_block =
+          std::max(job.rows_per_block, std::clamp<std::int64_t>(65536 / d, 16, kEwChunk));
+    }
+  }
   launch.bind<SoftmaxJob, softmax_block>(job, ceil_div(job.rows, job.rows_per_block),
                                          threads_of(config));
   return Status::ok();
