@@ -373,6 +373,38 @@ __attribute__((noinline)) void run_block_scalar(const EwJob& job, std::int64_t b
   }
 }
 
+// A program that is one op on linear inputs into a linear out (an unfused add, relu, ...): one
+// call over the whole block, no chunking. Returns false when the program is not of that form.
+bool run_block_single_op(const EwJob& job, std::int64_t begin, std::int64_t end) {
+  const ElementwiseArgs& a = *job.args;
+  const EwProgram& p = a.program;
+  const EwInstr& last = p.code[static_cast<std::size_t>(p.size - 1)];
+  if (job.access[0] != Access::kLinear || last.dst != p.result || last.op == EwOp::kInput ||
+      last.op == EwOp::kScalar) {
+    return false;
+  }
+  const bool unary = last.op >= EwOp::kNeg;
+  const float* operand[2] = {nullptr, nullptr};
+  for (int k = 0; k < (unary ? 1 : 2); ++k) {
+    const int reg = k == 0 ? last.a : last.b;
+    for (int i = 0; i < p.size - 1; ++i) {
+      const EwInstr& c = p.code[static_cast<std::size_t>(i)];
+      if (c.dst == reg && c.op == EwOp::kInput && job.access[c.a + 1] == Access::kLinear) {
+        operand[k] = a.inputs[c.a].data_as<const float>() + begin;
+      }
+    }
+    if (operand[k] == nullptr) return false;
+  }
+  float* out = a.out.data_as<float>() + begin;
+  if (unary) {
+    if (operand[0] == out) return false;  // in place: unary_run takes restrict pointers
+    detail::unary_run(last.op, operand[0], out, end - begin);
+  } else {
+    detail::binary_run(last.op, operand[0], operand[1], out, end - begin);
+  }
+  return true;
+}
+
 void run_block(const EwJob& job, std::int64_t block) {
   const ElementwiseArgs& a = *job.args;
   const EwProgram& p = a.program;
@@ -386,6 +418,7 @@ void run_block(const EwJob& job, std::int64_t block) {
     run_block_scalar(job, begin, end);
     return;
   }
+  if (!strided && run_block_single_op(job, begin, end)) return;
   Layout layout;
   if (strided) collapse(a, job.tensors, layout);
 
