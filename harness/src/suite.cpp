@@ -2,9 +2,12 @@
 #include <ka/core/error.hpp>
 #include <ka/harness/suite.hpp>
 
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/irparser.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,15 +20,38 @@ namespace {
 // Note [Suite file format]
 //   suite: matmul
 //   description: ...
+//   graphs:                      # optional: TorchScript IR templates for graph cases
+//     residual_layer_norm: |
+//       graph(%x : Tensor, %res : Tensor, %w : Tensor, %b : Tensor):
+//         %n : int = prim::Constant[value=${HIDDEN}]()
+//         ...
 //   groups:
 //     - model: BERT-base (hidden 768, FFN 3072)
 //       cases:
 //         - {name: bert_qkv_512, op: aten::addmm, M: 512, K: 768, N: 768, dtype: float32, tag: prefill}
-// `name` is optional (default: <op short name>_<M>x<K>x<N>); alpha/beta are optional (1.0).
+//         - {name: bert_ln_512, graph: residual_layer_norm, params: {HIDDEN: 768},
+//            inputs: {x: [512, 768], res: [512, 768], w: [768], b: [768]}}
+// An op case: `name` is optional (default: <op short name>_<M>x<K>x<N>); alpha/beta are
+// optional (1.0). A graph case names a template of `graphs:`; every ${NAME} in it is replaced
+// by the case's integer param NAME (a param the template does not use is an error, as it is
+// most likely a typo). `inputs` gives every graph input a shape, either `[d0, d1, ...]` or
+// `{shape: [...], fill: randn|mask|causal}`; inputs are fp32, filled with randn, except that
+// an input named `mask` defaults to fill: mask (0 or -1e4). `rtol` and `atol` (default 1e-4
+// each) set the correctness check, atol relative to the reference output's root mean square.
+
+[[noreturn]] void fail_at_line(const std::string& path, int line, const std::string& what) {
+  KA_THROW(ValueError, path, ":", line, ": ", what);
+}
 
 [[noreturn]] void fail(const std::string& path, const YAML::Mark& mark, const std::string& what) {
   // yaml-cpp marks are 0-based; editors count from 1.
-  KA_THROW(ValueError, path, ":", mark.line + 1, ": ", what);
+  fail_at_line(path, mark.line + 1, what);
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
 }
 
 void check_keys(const std::string& path, const YAML::Node& node,
@@ -61,6 +87,194 @@ std::int64_t dimension(const std::string& path, const YAML::Node& c, const char*
   return v;
 }
 
+
+bool is_identifier(const std::string& s) {
+  return !s.empty() && (std::isalpha(static_cast<unsigned char>(s[0])) != 0 || s[0] == '_') &&
+         std::all_of(s.begin(), s.end(), [](char ch) {
+           return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_';
+         });
+}
+
+std::map<std::string, GraphTemplate> load_graphs(const std::string& path, const YAML::Node& graphs) {
+  if (!graphs.IsMap()) fail(path, graphs.Mark(), "'graphs' must be a mapping of name to TorchScript IR");
+  std::map<std::string, GraphTemplate> out;
+  for (const auto& kv : graphs) {
+    const auto name = kv.first.as<std::string>();
+    if (!is_identifier(name)) {
+      fail(path, kv.first.Mark(), "graph name '" + name + "' may only hold letters, digits and _");
+    }
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+      fail(path, kv.second.Mark(), "graph '" + name + "' must be TorchScript IR text (use a block scalar: |)");
+    }
+    out[name] = GraphTemplate{kv.second.Scalar(), kv.first.Mark().line + 1};
+  }
+  return out;
+}
+
+// Replaces every ${NAME} of the template by the case's param NAME.
+std::string instantiate(const std::string& path, const YAML::Node& c, const std::string& graph,
+                        const GraphTemplate& t, const std::map<std::string, std::int64_t>& params) {
+  std::string out;
+  std::set<std::string> used;
+  std::size_t pos = 0;
+  for (;;) {
+    const std::size_t at = t.ir.find("${", pos);
+    if (at == std::string::npos) break;
+    const std::size_t end = t.ir.find('}', at);
+    const std::string name = end == std::string::npos ? "" : t.ir.substr(at + 2, end - at - 2);
+    if (!is_identifier(name)) {
+      fail_at_line(path, t.line, "graph '" + graph + "' has a malformed placeholder near '" +
+                                     t.ir.substr(at, 20) + "' (expected ${NAME})");
+    }
+    const auto it = params.find(name);
+    if (it == params.end()) {
+      fail(path, c.Mark(), "graph '" + graph + "' uses ${" + name + "} but the case's 'params' do not set " + name);
+    }
+    out.append(t.ir, pos, at - pos);
+    out += std::to_string(it->second);
+    used.insert(name);
+    pos = end + 1;
+  }
+  out.append(t.ir, pos, std::string::npos);
+  for (const auto& kv : c["params"]) {
+    const auto name = kv.first.as<std::string>();
+    if (used.count(name) == 0) {
+      fail(path, kv.first.Mark(), "param '" + name + "' is not used by graph '" + graph + "'");
+    }
+  }
+  return out;
+}
+
+InputFill parse_fill(const std::string& path, const YAML::Node& node, const std::string& input) {
+  const std::string fill = node.IsScalar() ? node.Scalar() : "";
+  for (const InputFill f : {InputFill::kRandn, InputFill::kMask, InputFill::kCausal}) {
+    if (fill == to_string(f)) return f;
+  }
+  fail(path, node.Mark(), "bad fill '" + fill + "' for input '" + input + "' (randn, mask or causal)");
+}
+
+GraphInput graph_input(const std::string& path, const std::string& name, const YAML::Node& node) {
+  GraphInput in;
+  in.name = name;
+  // Node::operator= would overwrite the node it refers to (yaml-cpp's reference semantics).
+  YAML::Node shape;
+  shape.reset(node);
+  if (node.IsMap()) {
+    check_keys(path, node, {"shape", "fill"}, "an input");
+    shape.reset(node["shape"]);
+    if (!shape) fail(path, node.Mark(), "input '" + name + "' has no 'shape'");
+    if (node["fill"]) in.fill = parse_fill(path, node["fill"], name);
+  } else if (name == "mask") {
+    in.fill = InputFill::kMask;
+  }
+  if (!shape.IsSequence()) {
+    fail(path, shape.Mark(), "the shape of input '" + name + "' must be a list of sizes, e.g. [512, 768]");
+  }
+  if (shape.size() > 8) fail(path, shape.Mark(), "input '" + name + "' has more than 8 dimensions");
+  double numel = 1.0;
+  for (const auto& d : shape) {
+    std::int64_t v = -1;
+    try {
+      v = d.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      fail(path, d.Mark(), "bad size '" + (d.IsScalar() ? d.Scalar() : std::string("?")) +
+                               "' in the shape of input '" + name + "'");
+    }
+    if (v < 0 || v > (std::int64_t{1} << 24)) {
+      fail(path, d.Mark(), "size " + std::to_string(v) + " in the shape of input '" + name +
+                               "' is out of range (0 .. 16777216)");
+    }
+    in.shape.push_back(v);
+    numel *= static_cast<double>(v);
+  }
+  if (numel > static_cast<double>(std::int64_t{1} << 31)) {
+    fail(path, shape.Mark(), "input '" + name + "' has more than 2^31 elements");
+  }
+  if (in.fill == InputFill::kCausal && in.shape.size() < 2) {
+    fail(path, shape.Mark(), "input '" + name + "' with fill: causal needs at least 2 dimensions");
+  }
+  return in;
+}
+
+SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::Node& c) {
+  check_keys(path, c, {"name", "graph", "inputs", "params", "dtype", "tag", "rtol", "atol"},
+             "a graph case");
+  SuiteCase sc;
+  sc.line = c.Mark().line + 1;
+  if (!c["name"]) fail(path, c.Mark(), "a graph case needs a 'name'");
+  sc.name = scalar<std::string>(path, c, "name", "case");
+  sc.graph = scalar<std::string>(path, c, "graph", "case");
+  const auto tmpl = suite.graphs.find(sc.graph);
+  if (tmpl == suite.graphs.end()) {
+    std::vector<std::string> names;
+    for (const auto& kv : suite.graphs) names.push_back(kv.first);
+    fail(path, c["graph"].Mark(), "unknown graph '" + sc.graph + "' (" +
+                                      (names.empty() ? std::string("the suite has no 'graphs'")
+                                                     : "the suite's graphs: " + join(names)) + ")");
+  }
+  if (const YAML::Node params = c["params"]) {
+    if (!params.IsMap()) fail(path, params.Mark(), "'params' must be a mapping of NAME: integer");
+    for (const auto& kv : params) {
+      const auto name = kv.first.as<std::string>();
+      try {
+        sc.params[name] = kv.second.as<std::int64_t>();
+      } catch (const YAML::Exception&) {
+        fail(path, kv.second.Mark(), "bad value '" + (kv.second.IsScalar() ? kv.second.Scalar() : "?") +
+                                         "' for param '" + name + "' (an integer)");
+      }
+    }
+  }
+  sc.ir = instantiate(path, c, sc.graph, tmpl->second, sc.params);
+
+  auto graph = std::make_shared<torch::jit::Graph>();
+  try {
+    torch::jit::parseIR(sc.ir, graph.get());
+  } catch (const c10::Error& e) {
+    fail(path, c["graph"].Mark(), "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
+                                      ") does not parse: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    fail(path, c["graph"].Mark(), "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
+                                      ") does not parse: " + e.what());
+  }
+
+  const YAML::Node inputs = c["inputs"];
+  if (!inputs || !inputs.IsMap()) {
+    fail(path, inputs ? inputs.Mark() : c.Mark(), "a graph case needs 'inputs': a mapping of input name to shape");
+  }
+  std::vector<std::string> graph_inputs;
+  for (const torch::jit::Value* v : graph->inputs()) graph_inputs.push_back(v->debugName());
+  for (const auto& kv : inputs) {
+    const auto name = kv.first.as<std::string>();
+    if (std::find(graph_inputs.begin(), graph_inputs.end(), name) == graph_inputs.end()) {
+      fail(path, kv.first.Mark(), "graph '" + sc.graph + "' has no input '" + name +
+                                      "' (its inputs: " + join(graph_inputs) + ")");
+    }
+  }
+  for (const torch::jit::Value* v : graph->inputs()) {
+    const std::string name = v->debugName();
+    if (v->type()->kind() != c10::TypeKind::TensorType) {
+      fail_at_line(path, tmpl->second.line, "graph '" + sc.graph + "': input %" + name + " is a " +
+                                                v->type()->str() + "; graph inputs must be Tensors");
+    }
+    const YAML::Node shape = inputs[name];
+    if (!shape) fail(path, inputs.Mark(), "missing input '" + name + "' of graph '" + sc.graph + "'");
+    sc.inputs.push_back(graph_input(path, name, shape));
+  }
+
+  if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
+  if (sc.dtype != "float32") {
+    fail(path, c["dtype"].Mark(), "dtype '" + sc.dtype + "' is not supported for graph cases (float32 only)");
+  }
+  if (c["tag"]) sc.tag = scalar<std::string>(path, c, "tag", "case");
+  for (const char* key : {"rtol", "atol"}) {
+    if (!c[key]) continue;
+    const double v = scalar<double>(path, c, key, "case");
+    if (!(v >= 0.0 && v < 1.0)) fail(path, c[key].Mark(), std::string(key) + " must be in [0, 1)");
+    (key[0] == 'r' ? sc.rtol : sc.atol) = v;
+  }
+  return sc;
+}
+
 fs::path executable_dir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -73,6 +287,15 @@ bool looks_like_path(const std::string& s) {
 }
 
 }  // namespace
+
+const char* to_string(InputFill fill) noexcept {
+  switch (fill) {
+    case InputFill::kRandn: return "randn";
+    case InputFill::kMask: return "mask";
+    case InputFill::kCausal: return "causal";
+  }
+  return "?";
+}
 
 std::vector<std::string> suite_search_path(const std::string& explicit_dir) {
   std::vector<std::string> dirs;
@@ -129,16 +352,29 @@ Suite load_suite_file(const std::string& path) {
   if (!root || !root.IsMap()) {
     KA_THROW(ValueError, path, ":1: a suite file must be a mapping with 'suite' and 'groups'");
   }
-  check_keys(path, root, {"suite", "description", "groups"}, "the suite");
+  check_keys(path, root, {"suite", "description", "graphs", "groups"}, "the suite");
   Suite suite;
   suite.path = path;
   suite.name = scalar<std::string>(path, root, "suite", "the suite");
   if (root["description"]) suite.description = scalar<std::string>(path, root, "description", "the suite");
+  if (root["graphs"]) suite.graphs = load_graphs(path, root["graphs"]);
   const YAML::Node groups = root["groups"];
   if (!groups || !groups.IsSequence() || groups.size() == 0) {
     fail(path, groups ? groups.Mark() : root.Mark(), "'groups' must be a non-empty list");
   }
   std::set<std::string> seen;
+  auto add_case = [&](const std::string& file, const YAML::Node& c, SuiteCase sc) {
+    const bool name_ok = !sc.name.empty() && std::all_of(sc.name.begin(), sc.name.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
+    });
+    if (!name_ok) {
+      fail(file, c.Mark(), "case name '" + sc.name + "' may only hold letters, digits, _ - .");
+    }
+    if (!seen.insert(sc.name).second) {
+      fail(file, c.Mark(), "duplicate case name '" + sc.name + "'");
+    }
+    suite.cases.push_back(std::move(sc));
+  };
   for (const auto& group : groups) {
     if (!group.IsMap()) fail(path, group.Mark(), "each group must be a mapping with 'model' and 'cases'");
     check_keys(path, group, {"model", "source", "cases"}, "a group");
@@ -149,10 +385,17 @@ Suite load_suite_file(const std::string& path) {
     }
     for (const auto& c : cases) {
       if (!c.IsMap()) fail(path, c.Mark(), "each case must be a mapping");
+      if (c["graph"]) {
+        SuiteCase sc = graph_case(path, suite, c);
+        sc.model = model;
+        add_case(path, c, std::move(sc));
+        continue;
+      }
       check_keys(path, c, {"name", "op", "M", "K", "N", "dtype", "tag", "alpha", "beta"}, "a case");
       SuiteCase sc;
       sc.line = c.Mark().line + 1;
       sc.model = model;
+      if (!c["op"]) fail(path, c.Mark(), "case has no 'op' (or 'graph')");
       sc.op = scalar<std::string>(path, c, "op", "case");
       if (sc.op != "aten::mm" && sc.op != "aten::addmm") {
         fail(path, c["op"].Mark(), "unsupported op '" + sc.op + "' (this suite runner knows aten::mm and aten::addmm)");
@@ -176,16 +419,7 @@ Suite load_suite_file(const std::string& path) {
       sc.name = c["name"] ? scalar<std::string>(path, c, "name", "case")
                           : short_op + "_" + std::to_string(sc.m) + "x" + std::to_string(sc.k) +
                                 "x" + std::to_string(sc.n);
-      const bool name_ok = !sc.name.empty() && std::all_of(sc.name.begin(), sc.name.end(), [](char ch) {
-        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
-      });
-      if (!name_ok) {
-        fail(path, c.Mark(), "case name '" + sc.name + "' may only hold letters, digits, _ - .");
-      }
-      if (!seen.insert(sc.name).second) {
-        fail(path, c.Mark(), "duplicate case name '" + sc.name + "'");
-      }
-      suite.cases.push_back(std::move(sc));
+      add_case(path, c, std::move(sc));
     }
   }
   return suite;

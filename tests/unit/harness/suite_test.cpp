@@ -125,5 +125,120 @@ TEST(Suite, ShippedMatmulSuiteCoversTheRealModelShapes) {
   EXPECT_NO_THROW(load_suite_file(find_suite_file("smoke", KA_TEST_SUITES_DIR)));
 }
 
+
+const char* kGraphSuite = R"(suite: graphs
+graphs:
+  ln: |
+    graph(%x : Tensor, %w : Tensor, %b : Tensor):
+      %eps : float = prim::Constant[value=1.0000000000000001e-05]()
+      %true : bool = prim::Constant[value=1]()
+      %n : int = prim::Constant[value=${HIDDEN}]()
+      %shape : int[] = prim::ListConstruct(%n)
+      %y : Tensor = aten::layer_norm(%x, %shape, %w, %b, %eps, %true)
+      return (%y)
+  scores: |
+    graph(%s : Tensor, %mask : Tensor):
+      %one : int = prim::Constant[value=1]()
+      %u : Tensor = aten::add(%s, %mask, %one)
+      return (%u)
+groups:
+  - model: Test model
+    cases:
+      - {name: ln_64, graph: ln, params: {HIDDEN: 64}, inputs: {b: [64], x: [5, 64], w: [64]}, tag: norm}
+      - {name: scores, graph: scores, inputs: {s: [2, 4, 4], mask: [2, 4, 4]}, rtol: 0.001}
+      - {name: causal, graph: scores, inputs: {s: [4, 4], mask: {shape: [4, 4], fill: causal}}}
+      - {op: aten::mm, M: 2, K: 3, N: 4}
+)";
+
+TEST(Suite, LoadsGraphCasesFromTemplates) {
+  const std::string path = write_temp("graphs", kGraphSuite);
+  const Suite s = load_suite_file(path);
+  fs::remove(path);
+  ASSERT_EQ(s.graphs.size(), 2U);
+  EXPECT_EQ(s.graphs.at("ln").line, 3);
+  ASSERT_EQ(s.cases.size(), 4U);
+  const SuiteCase& ln = s.cases[0];
+  EXPECT_TRUE(ln.is_graph());
+  EXPECT_EQ(ln.graph, "ln");
+  EXPECT_EQ(ln.line, 19);
+  EXPECT_EQ(ln.model, "Test model");
+  EXPECT_NE(ln.ir.find("prim::Constant[value=64]()"), std::string::npos) << ln.ir;
+  EXPECT_EQ(ln.ir.find("${"), std::string::npos);
+  // Inputs come in the graph's order, whatever the order in the file.
+  ASSERT_EQ(ln.inputs.size(), 3U);
+  EXPECT_EQ(ln.inputs[0].name, "x");
+  EXPECT_EQ(ln.inputs[0].shape, (std::vector<std::int64_t>{5, 64}));
+  EXPECT_EQ(ln.inputs[2].name, "b");
+  EXPECT_EQ(ln.inputs[0].fill, InputFill::kRandn);
+  EXPECT_DOUBLE_EQ(ln.rtol, 1e-4);
+  const SuiteCase& scores = s.cases[1];
+  EXPECT_EQ(scores.inputs[1].fill, InputFill::kMask) << "an input named mask is a mask";
+  EXPECT_DOUBLE_EQ(scores.rtol, 1e-3);
+  EXPECT_EQ(s.cases[2].inputs[1].fill, InputFill::kCausal);
+  EXPECT_FALSE(s.cases[3].is_graph());
+  EXPECT_EQ(s.cases[3].name, "mm_2x3x4");
+}
+
+TEST(Suite, GraphCaseErrorsNameFileAndLine) {
+  const std::string head = R"(suite: x
+graphs:
+  g: |
+    graph(%a : Tensor, %b : Tensor):
+      %one : int = prim::Constant[value=${ONE}]()
+      %c : Tensor = aten::add(%a, %b, %one)
+      return (%c)
+groups:
+  - model: m
+    cases:
+)";
+  struct Bad {
+    const char* name;
+    std::string text;
+    const char* line;
+    const char* message;
+  };
+  const Bad cases[] = {
+      {"unknown_graph", head + "      - {name: c, graph: h, params: {ONE: 1}, inputs: {a: [2], b: [2]}}\n",
+       ":11:", "unknown graph 'h' (the suite's graphs: g)"},
+      {"missing_input", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [2]}}\n",
+       ":11:", "missing input 'b' of graph 'g'"},
+      {"extra_input", head + "      - {name: c, graph: g, params: {ONE: 1},\n         inputs: {a: [2], b: [2], z: [3]}}\n",
+       ":12:", "graph 'g' has no input 'z' (its inputs: a, b)"},
+      {"bad_shape", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [2, x], b: [2]}}\n",
+       ":11:", "bad size 'x' in the shape of input 'a'"},
+      {"shape_not_list", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: 2, b: [2]}}\n",
+       ":11:", "the shape of input 'a' must be a list"},
+      {"negative_dim", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [-2], b: [2]}}\n",
+       ":11:", "out of range"},
+      {"bad_fill", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], fill: ones}, b: [2]}}\n",
+       ":11:", "bad fill 'ones' for input 'a'"},
+      {"unset_param", head + "      - {name: c, graph: g, inputs: {a: [2], b: [2]}}\n",
+       ":11:", "uses ${ONE} but the case's 'params' do not set ONE"},
+      {"unused_param", head + "      - {name: c, graph: g, params: {ONE: 1, TWO: 2}, inputs: {a: [2], b: [2]}}\n",
+       ":11:", "param 'TWO' is not used by graph 'g'"},
+      {"bad_param", head + "      - {name: c, graph: g, params: {ONE: one}, inputs: {a: [2], b: [2]}}\n",
+       ":11:", "bad value 'one' for param 'ONE'"},
+      {"no_name", head + "      - {graph: g, params: {ONE: 1}, inputs: {a: [2], b: [2]}}\n",
+       ":11:", "a graph case needs a 'name'"},
+      {"op_key", head + "      - {name: c, graph: g, op: aten::mm, params: {ONE: 1}, inputs: {a: [2], b: [2]}}\n",
+       ":11:", "unknown key 'op' in a graph case"},
+      {"no_inputs", head + "      - {name: c, graph: g, params: {ONE: 1}}\n",
+       ":11:", "a graph case needs 'inputs'"},
+      {"bad_ir", "suite: x\ngraphs:\n  g: |\n    graph(%a : Tensor):\n      %c : Tensor = aten::add(%a, %zz)\n      return (%c)\n"
+                 "groups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: [2]}}\n",
+       ":10:", "graph 'g' (line 3) does not parse"},
+      {"no_graphs", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: [2]}}\n",
+       ":5:", "unknown graph 'g' (the suite has no 'graphs')"},
+      {"graph_not_text", "suite: x\ngraphs:\n  g: [1, 2]\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, M: 1, K: 1, N: 1}\n",
+       ":3:", "graph 'g' must be TorchScript IR text"},
+  };
+  for (const Bad& b : cases) {
+    const std::string err = load_error(b.name, b.text);
+    EXPECT_NE(err.find("ka_suite_test_" + std::string(b.name) + ".yaml" + b.line), std::string::npos)
+        << b.name << ": " << err;
+    EXPECT_NE(err.find(b.message), std::string::npos) << b.name << ": " << err;
+  }
+}
+
 }  // namespace
 }  // namespace ka::harness

@@ -2,15 +2,33 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace ka::harness {
 
-/// One benchmark case: an operator at one shape.
+/// How a graph case's input tensor is filled (seeded per case).
+enum class InputFill {
+  kRandn,   ///< Standard normal.
+  kMask,    ///< Additive attention mask: 0 or -1e4 (one element in five masked), at random.
+  kCausal,  ///< Additive causal mask: -1e4 above the diagonal of the last two dims, else 0.
+};
+/// "randn", "mask", "causal".
+const char* to_string(InputFill fill) noexcept;
+
+/// One fp32 input tensor of a graph case.
+struct GraphInput {
+  std::string name;  ///< The graph input's name, without '%'.
+  std::vector<std::int64_t> shape;
+  InputFill fill = InputFill::kRandn;
+};
+
+/// One benchmark case: an operator at one shape (`op`), or a TorchScript graph at one set of
+/// input shapes (`graph`, see Note [Suite file format] in suite.cpp).
 struct SuiteCase {
   std::string name;   ///< Unique within the suite; part of the benchmark name.
-  std::string op;     ///< Exact overload name: aten::mm or aten::addmm.
+  std::string op;     ///< Exact overload name: aten::mm or aten::addmm; empty for graph cases.
   std::int64_t m = 0;
   std::int64_t k = 0;
   std::int64_t n = 0;
@@ -20,6 +38,22 @@ struct SuiteCase {
   double alpha = 1.0;
   double beta = 1.0;
   int line = 0;       ///< Line in the suite file, for error messages.
+
+  // Graph cases only.
+  std::string graph;                           ///< Name of the suite's graph template.
+  std::string ir;                              ///< TorchScript IR with the params substituted.
+  std::vector<GraphInput> inputs;              ///< In the graph's input order.
+  std::map<std::string, std::int64_t> params;  ///< Values of the template's ${NAME}s.
+  double rtol = 1e-4;  ///< Correctness: |ka - ref| <= atol * rms(ref) + rtol * |ref|.
+  double atol = 1e-4;  ///< Relative to the root mean square of the reference output.
+
+  [[nodiscard]] bool is_graph() const noexcept { return !graph.empty(); }
+};
+
+/// A TorchScript IR template of a suite's `graphs:` map.
+struct GraphTemplate {
+  std::string ir;  ///< With ${NAME} placeholders.
+  int line = 0;    ///< Where it is defined in the suite file.
 };
 
 /// A loaded suite.
@@ -27,6 +61,7 @@ struct Suite {
   std::string name;
   std::string description;
   std::string path;
+  std::map<std::string, GraphTemplate> graphs;
   std::vector<SuiteCase> cases;
 };
 
@@ -41,8 +76,10 @@ std::string find_suite_file(const std::string& name_or_path, const std::string& 
 /// Names of the suites in the search path (files *.yaml), sorted, without duplicates.
 std::vector<std::string> list_suites(const std::string& explicit_dir);
 
-/// Loads and validates a suite file. Throws ka::ValueError naming the file and line of the
-/// first problem (YAML syntax, unknown key, missing field, bad value, duplicate case name).
+/// Loads and validates a suite file; graph templates are instantiated and parsed as
+/// TorchScript IR. Throws ka::ValueError naming the file and line of the first problem (YAML
+/// syntax, unknown key, missing field, bad value, duplicate case name, unknown graph, IR that
+/// does not parse, missing or unknown graph input, bad shape, unset or unused param).
 Suite load_suite_file(const std::string& path);
 
 }  // namespace ka::harness
