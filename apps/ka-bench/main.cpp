@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ka-bench: benchmark a suite of operator cases, ka's kernels against libtorch.\n"
       "Each case is checked for correctness against libtorch, then timed by Google Benchmark;\n"
-      "results go to an SQLite database. Google Benchmark flags (--benchmark_filter=REGEX,\n"
-      "--benchmark_format=json, --benchmark_out=FILE, ...) are passed through.",
+      "results go to an SQLite database. Op cases time ka and libtorch; graph cases (e.g.\n"
+      "--suite fused) time ka with fusion, ka unfused and libtorch's TorchScript interpreter.\n"
+      "Google Benchmark flags (--benchmark_filter=REGEX, --benchmark_format=json,\n"
+      "--benchmark_out=FILE, ...) are passed through.",
       "ka-bench"};
   bool list = false;
   bool verbose = false;
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")
       ->capture_default_str();
+  app.add_flag("--explain", options.explain,
+               "with --suite: run each case's ka variants once (checked against libtorch) and "
+               "print the fusion groups, kernels and versions, shape keys, configs with "
+               "provenance and task dependencies, then exit; nothing is timed or stored");
   app.add_option("--dump-dispatch", dump_dispatch,
                  "print the dispatcher's registration state and computed kernel table of an "
                  "operator ka serves (e.g. aten::addmm) and exit");

@@ -1,5 +1,5 @@
+#include "bench_case.hpp"
 #include "blas_info.hpp"
-#include "gemm_case.hpp"
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -39,8 +40,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using db::Disposition;
 
-constexpr const char* kImplKa = "ka";
-constexpr const char* kImplLibtorch = "libtorch";
+using detail::kImplKa;
+using detail::kImplKaUnfused;
+using detail::kImplLibtorch;
 constexpr std::uint64_t kSeed = 20261130;
 
 // Note [Interrupting a run]
@@ -60,20 +62,24 @@ bool interrupted() { return g_interrupt_signal.load(std::memory_order_relaxed) !
 
 constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
 
+// One case and its variants (detail::variants_of): ka's implementations, then libtorch.
 struct CaseState {
   SuiteCase c;
-  ShapeKey key;
-  LaunchConfig config;  // the ka kernel's default configuration for this shape
-  bool checked = false;
-  Disposition ka_disposition = Disposition::kOk;
-  detail::CheckResult check;
-  bool ka_started = false;  // a repetition ran; see Note [Interrupting a run]
-  bool libtorch_started = false;
+  std::vector<std::string> variants;
+  std::vector<detail::VariantInfo> info;  // per variant; graphs' plans once checked
+  double flop = 0.0;                       // per call; 0 when not counted
+  bool checked = false;                    // every ka variant was checked
+  std::vector<Disposition> disposition;    // per variant, of the check
+  std::vector<detail::CheckResult> check;  // per variant
+  std::vector<char> started;  // a repetition ran; see Note [Interrupting a run]
+
+  [[nodiscard]] bool is_reference(std::size_t v) const { return v + 1 == variants.size(); }
 };
 
-// What one benchmark (one case, one impl) produced.
+// What one benchmark (one case, one variant) produced.
 struct Outcome {
   std::size_t case_index = 0;
+  std::size_t variant = 0;
   std::string impl;
   Disposition disposition = Disposition::kOk;
   std::string error;
@@ -86,29 +92,33 @@ struct Session {
   BenchOptions options;
   Suite suite;
   std::vector<CaseState> cases;
-  detail::Tolerance tolerance;
-  std::unique_ptr<detail::GemmCase> current;
+  detail::CaseContext context;
+  std::unique_ptr<detail::BenchCase> current;
   std::size_t current_index = SIZE_MAX;
   std::unique_ptr<db::ResultsStore> store;
   std::int64_t run_id = 0;
   double peak_gflops = 0.0;
-  std::string libtorch_kernel;
   std::map<std::string, Outcome> outcomes;  // by benchmark name
   bool db_failed = false;
   std::size_t rows_stored = 0;
 
-  // Cases' tensors are built on first use and dropped when another case starts: the ka and
-  // libtorch benchmarks of a case run back to back, so each case is built once.
-  detail::GemmCase& materialize(std::size_t i) {
+  // Cases' tensors are built on first use and dropped when another case starts: the
+  // benchmarks of a case's variants run back to back, so each case is built once.
+  detail::BenchCase& materialize(std::size_t i) {
     if (current_index != i) {
       current.reset();
-      current = std::make_unique<detail::GemmCase>(cases[i].c, kSeed + i);
+      current_index = SIZE_MAX;
+      current = detail::make_bench_case(cases[i].c, kSeed + i, context);
       current_index = i;
+      CaseState& cs = cases[i];
+      for (std::size_t v = 0; v < cs.variants.size(); ++v) {
+        if (cs.info[v].op.empty()) cs.info[v] = current->info(v);
+      }
     }
     return *current;
   }
 
-  std::string benchmark_name(std::size_t i, const char* impl) const {
+  std::string benchmark_name(std::size_t i, const std::string& impl) const {
     return suite.name + "/" + cases[i].c.name + "/" + impl;
   }
 };
@@ -130,90 +140,98 @@ Disposition disposition_of_error(const std::string& message) {
 
 // Skips a benchmark that had not started when the run was interrupted; one already under way
 // finishes its repetitions. See Note [Interrupting a run].
-bool skip_if_interrupted(benchmark::State& state, bool& started) {
-  if (interrupted() && !started) {
+bool skip_if_interrupted(benchmark::State& state, char& started) {
+  if (interrupted() && started == 0) {
     state.SkipWithError(kInterrupted);
     return true;
   }
-  started = true;
+  started = 1;
   return false;
 }
 
+// Checks every ka variant of case i against libtorch, once, before the first is timed.
 void ensure_checked(Session& s, std::size_t i) {
   CaseState& cs = s.cases[i];
   if (cs.checked) return;
   cs.checked = true;
-  try {
-    cs.check = s.materialize(i).check(cs.config, s.tolerance);
-    if (!cs.check.correct) {
-      cs.ka_disposition = cs.check.refused ? Disposition::kUnsupported : Disposition::kIncorrect;
+  for (std::size_t v = 0; v + 1 < cs.variants.size(); ++v) {
+    try {
+      detail::BenchCase& b = s.materialize(i);
+      cs.check[v] = b.check(v);
+      cs.info[v] = b.info(v);
+      if (!cs.check[v].correct) {
+        cs.disposition[v] = cs.check[v].refused ? Disposition::kUnsupported : Disposition::kIncorrect;
+      }
+    } catch (const std::exception& e) {
+      cs.disposition[v] = Disposition::kFailed;
+      cs.check[v].detail = e.what();
     }
-  } catch (const std::exception& e) {
-    cs.ka_disposition = Disposition::kFailed;
-    cs.check.detail = e.what();
   }
 }
 
-void bench_ka(benchmark::State& state, Session* s, std::size_t i) {
+void skip_with(benchmark::State& state, Disposition d, const std::string& why) {
+  state.SkipWithError((error_label(d) + ": " + why).c_str());
+}
+
+// One benchmark: variant v of case i. A ka variant is timed only once its check passed (the
+// check is its warm-up call); libtorch gets one warm-up call.
+void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size_t v) {
   CaseState& cs = s->cases[i];
-  if (skip_if_interrupted(state, cs.ka_started)) return;
-  ensure_checked(*s, i);
-  if (cs.ka_disposition != Disposition::kOk) {
-    state.SkipWithError((error_label(cs.ka_disposition) + ": " + cs.check.detail).c_str());
+  if (skip_if_interrupted(state, cs.started[v])) return;
+  detail::BenchCase* b = nullptr;
+  try {
+    b = &s->materialize(i);
+    if (!cs.is_reference(v)) {
+      ensure_checked(*s, i);
+      if (cs.disposition[v] != Disposition::kOk) {
+        skip_with(state, cs.disposition[v], cs.check[v].detail);
+        return;
+      }
+    } else if (Status st = b->run(v); !st) {
+      skip_with(state, Disposition::kUnsupported, st.reason());
+      return;
+    }
+  } catch (const std::exception& e) {
+    skip_with(state, Disposition::kFailed, e.what());
     return;
   }
-  detail::GemmCase& g = s->materialize(i);
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    const Status st = g.run_ka(cs.config);
+    Status st = Status::ok();
+    try {
+      st = b->run(v);
+    } catch (const std::exception& e) {
+      skip_with(state, Disposition::kFailed, e.what());
+      break;
+    }
     const auto t1 = Clock::now();
     if (!st) {
-      state.SkipWithError((error_label(Disposition::kUnsupported) + ": " + st.reason()).c_str());
+      skip_with(state, Disposition::kUnsupported, st.reason());
       break;
     }
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
   }
 }
 
-void bench_libtorch(benchmark::State& state, Session* s, std::size_t i) {
-  if (skip_if_interrupted(state, s->cases[i].libtorch_started)) return;
-  detail::GemmCase* g = nullptr;
-  try {
-    g = &s->materialize(i);
-    g->run_libtorch();  // warm-up call, outside the timed loop
-  } catch (const std::exception& e) {
-    state.SkipWithError((error_label(Disposition::kFailed) + ": " + e.what()).c_str());
-    return;
-  }
-  for (auto _ : state) {
-    const auto t0 = Clock::now();
-    g->run_libtorch();
-    const auto t1 = Clock::now();
-    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
-  }
-}
-
 db::ResultRow make_row(const Session& s, const std::string& name, const Outcome& o) {
   const CaseState& cs = s.cases[o.case_index];
+  const detail::VariantInfo& info = cs.info[o.variant];
   db::ResultRow r;
   r.suite = s.suite.name;
   r.case_name = cs.c.name;
   r.impl = o.impl;
   r.benchmark_name = name;
-  r.op = cs.c.op;
-  r.shape_key = cs.key.str();
+  r.op = info.op.empty() ? (cs.c.is_graph() ? "graph:" + cs.c.graph : cs.c.op) : info.op;
+  r.shape_key = info.shape_key;
   r.m = cs.c.m;
   r.n = cs.c.n;
   r.k = cs.c.k;
   r.dtype = cs.c.dtype;
-  if (o.impl == kImplKa) {
-    const auto& d = kernels::gemm_f32_cpu_descriptor();
-    r.kernel = d.name + "[" + kernels::gemm_cpu_isa() + "]";
-    r.kernel_version = d.version;
-    r.config = cs.config.str();
-    if (cs.checked) r.max_abs_error = cs.check.max_abs_error;
-  } else {
-    r.kernel = s.libtorch_kernel;
+  r.kernel = info.kernel;
+  r.kernel_version = info.kernel_version;
+  r.config = info.config;
+  if (!cs.is_reference(o.variant) && cs.checked && cs.disposition[o.variant] != Disposition::kFailed) {
+    r.max_abs_error = cs.check[o.variant].max_abs_error;
   }
   r.disposition = o.disposition;
   r.error = o.error;
@@ -225,10 +243,8 @@ db::ResultRow make_row(const Session& s, const std::string& name, const Outcome&
     r.min_ns = o.summary.min;
     r.max_ns = o.summary.max;
     r.stddev_ns = o.summary.stddev;
-    const double flop = 2.0 * static_cast<double>(cs.c.m) * static_cast<double>(cs.c.n) *
-                        static_cast<double>(cs.c.k);
-    if (o.summary.median > 0.0) {
-      r.gflops = flop / o.summary.median;
+    if (o.summary.median > 0.0 && cs.flop > 0.0) {
+      r.gflops = cs.flop / o.summary.median;
       if (s.peak_gflops > 0.0) r.pct_peak = *r.gflops / s.peak_gflops * 100.0;
     }
   }
@@ -336,44 +352,58 @@ std::string host_name() {
 
 std::string fmt_ms(double ns) { return fmt::format("{:.3f}", ns / 1e6); }
 
-void print_summary(const Session& s, std::FILE* out) {
-  fmt::print(out, "\nka-bench summary: suite '{}', {} threads, hot cache; time = median over "
-                  "repetitions of the mean per-call time\n", s.suite.name, s.options.threads);
+// The outcome of variant `impl` of case i, or nullptr when its benchmark did not run (filtered
+// out, or never started because of an interrupt).
+const Outcome* outcome_of(const Session& s, std::size_t i, const std::string& impl) {
+  const auto it = s.outcomes.find(s.benchmark_name(i, impl));
+  if (it == s.outcomes.end()) return nullptr;
+  const Outcome& o = it->second;
+  const bool ran = !o.per_call_ns.empty() || (o.disposition != Disposition::kOk && o.error != kInterrupted);
+  return ran ? &o : nullptr;
+}
+
+bool timed(const Outcome* o) {
+  return o != nullptr && o->disposition == Disposition::kOk && o->summary.median > 0;
+}
+
+// "-", the disposition, or the median in ms, right-aligned to `width`.
+std::string time_cell(const Outcome* o, int width) {
+  if (o == nullptr) return fmt::format("{:>{}}", "-", width);
+  if (o->disposition != Disposition::kOk) return fmt::format("{:>{}}", error_label(o->disposition), width);
+  return fmt::format("{:>{}}", fmt_ms(o->summary.median), width);
+}
+
+// Ratio `num / den` of two medians as "1.23x" (accumulated into a geometric mean), or "-".
+std::string ratio_cell(const Outcome* num, const Outcome* den, double& log_sum, int& count) {
+  if (!timed(num) || !timed(den)) return "-";
+  const double r = num->summary.median / den->summary.median;
+  log_sum += std::log(r);
+  ++count;
+  return fmt::format("{:.2f}x", r);
+}
+
+void print_gemm_summary(const Session& s, std::FILE* out) {
   fmt::print(out, "{:<28} {:>6} {:>6} {:>6} | {:>10} {:>9} {:>6} | {:>10} {:>9} {:>6} | {:>8}\n",
              "case", "M", "K", "N", "ka ms", "GFLOP/s", "%peak", "libtorch ms", "GFLOP/s", "%peak",
              "ka/lt");
   double log_sum = 0.0;
   int ratios = 0;
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
-    const auto ka = s.outcomes.find(s.benchmark_name(i, kImplKa));
-    const auto lt = s.outcomes.find(s.benchmark_name(i, kImplLibtorch));
-    const bool ka_ran = ka != s.outcomes.end() && (!ka->second.per_call_ns.empty() ||
-                                                   ka->second.disposition != Disposition::kOk);
-    const bool lt_ran = lt != s.outcomes.end() && (!lt->second.per_call_ns.empty() ||
-                                                   lt->second.disposition != Disposition::kOk);
-    if (!ka_ran && !lt_ran) continue;
     const CaseState& cs = s.cases[i];
-    const double flop = 2.0 * static_cast<double>(cs.c.m) * static_cast<double>(cs.c.n) *
-                        static_cast<double>(cs.c.k);
+    if (cs.c.is_graph()) continue;
+    const Outcome* ko = outcome_of(s, i, kImplKa);
+    const Outcome* lo = outcome_of(s, i, kImplLibtorch);
+    if (ko == nullptr && lo == nullptr) continue;
     auto cells = [&](const Outcome* o) -> std::string {
       if (o == nullptr) return fmt::format("{:>10} {:>9} {:>6}", "-", "-", "-");
       if (o->disposition != Disposition::kOk) {
         return fmt::format("{:>28}", error_label(o->disposition));
       }
-      const double gflops = o->summary.median > 0 ? flop / o->summary.median : 0.0;
+      const double gflops = o->summary.median > 0 ? cs.flop / o->summary.median : 0.0;
       const double pct = s.peak_gflops > 0 ? gflops / s.peak_gflops * 100.0 : 0.0;
       return fmt::format("{:>10} {:>9.1f} {:>5.1f}%", fmt_ms(o->summary.median), gflops, pct);
     };
-    const Outcome* ko = ka_ran ? &ka->second : nullptr;
-    const Outcome* lo = lt_ran ? &lt->second : nullptr;
-    std::string ratio = "-";
-    if (ko != nullptr && lo != nullptr && ko->disposition == Disposition::kOk &&
-        lo->disposition == Disposition::kOk && ko->summary.median > 0) {
-      const double r = lo->summary.median / ko->summary.median;
-      ratio = fmt::format("{:.2f}x", r);
-      log_sum += std::log(r);
-      ++ratios;
-    }
+    const std::string ratio = ratio_cell(lo, ko, log_sum, ratios);
     fmt::print(out, "{:<28} {:>6} {:>6} {:>6} | {} | {} | {:>8}\n", cs.c.name, cs.c.m, cs.c.k,
                cs.c.n, cells(ko), cells(lo), ratio);
   }
@@ -382,14 +412,167 @@ void print_summary(const Session& s, std::FILE* out) {
                     "(ka/lt = libtorch time / ka time; > 1 means ka is faster)\n",
                ratios, std::exp(log_sum / ratios));
   }
+}
+
+void print_graph_summary(const Session& s, std::FILE* out) {
+  fmt::print(out, "{:<24} {:<22} | {:>10} | {:>10} | {:>11} | {:>8} | {:>8}\n", "case", "graph",
+             "ka ms", "unfused ms", "libtorch ms", "fusion", "ka/lt");
+  double fusion_log = 0.0;
+  double lt_log = 0.0;
+  int fusion_n = 0;
+  int lt_n = 0;
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
     const CaseState& cs = s.cases[i];
-    if (cs.checked && cs.ka_disposition != Disposition::kOk) {
-      fmt::print(out, "{}: {}: {}\n", s.benchmark_name(i, kImplKa),
-                 cs.ka_disposition == Disposition::kIncorrect ? "INCORRECT" : "not timed",
-                 cs.check.detail);
+    if (!cs.c.is_graph()) continue;
+    const Outcome* fused = outcome_of(s, i, kImplKa);
+    const Outcome* unfused = outcome_of(s, i, kImplKaUnfused);
+    const Outcome* lt = outcome_of(s, i, kImplLibtorch);
+    if (fused == nullptr && unfused == nullptr && lt == nullptr) continue;
+    const std::string speedup = ratio_cell(unfused, fused, fusion_log, fusion_n);
+    const std::string ratio = ratio_cell(lt, fused, lt_log, lt_n);
+    fmt::print(out, "{:<24} {:<22} | {} | {} | {} | {:>8} | {:>8}\n", cs.c.name, cs.c.graph,
+               time_cell(fused, 10), time_cell(unfused, 10), time_cell(lt, 11), speedup, ratio);
+  }
+  fmt::print(out, "(ka ms = ka with fusion; fusion = unfused time / fused time; ka/lt = libtorch "
+                  "time / ka fused time; > 1 means faster)\n");
+  if (fusion_n > 0) {
+    fmt::print(out, "geometric mean of the fusion speed-up over {} cases: {:.2f}x\n", fusion_n,
+               std::exp(fusion_log / fusion_n));
+  }
+  if (lt_n > 0) {
+    fmt::print(out, "geometric mean of ka (fused)/libtorch throughput over {} cases: {:.2f}x\n",
+               lt_n, std::exp(lt_log / lt_n));
+  }
+}
+
+void print_summary(const Session& s, std::FILE* out) {
+  fmt::print(out, "\nka-bench summary: suite '{}', {} threads, hot cache; time = median over "
+                  "repetitions of the mean per-call time\n", s.suite.name, s.options.threads);
+  const bool any_gemm = std::any_of(s.cases.begin(), s.cases.end(),
+                                    [](const CaseState& cs) { return !cs.c.is_graph(); });
+  const bool any_graph = std::any_of(s.cases.begin(), s.cases.end(),
+                                     [](const CaseState& cs) { return cs.c.is_graph(); });
+  if (any_gemm) print_gemm_summary(s, out);
+  if (any_gemm && any_graph) fmt::print(out, "\n");
+  if (any_graph) print_graph_summary(s, out);
+  for (std::size_t i = 0; i < s.cases.size(); ++i) {
+    const CaseState& cs = s.cases[i];
+    if (!cs.checked) continue;
+    for (std::size_t v = 0; v + 1 < cs.variants.size(); ++v) {
+      if (cs.disposition[v] == Disposition::kOk) continue;
+      fmt::print(out, "{}: {}: {}\n", s.benchmark_name(i, cs.variants[v]),
+                 cs.disposition[v] == Disposition::kIncorrect ? "INCORRECT" : "not timed",
+                 cs.check[v].detail);
     }
   }
+}
+
+// Sets libtorch's (and OpenBLAS's) threads; fills what cases share. Returns the BLAS found.
+detail::BlasInfo setup_libtorch(int threads, detail::CaseContext& context) {
+  detail::set_libtorch_threads(threads);
+  detail::set_openblas_threads(threads);
+  const detail::BlasInfo blas = detail::blas_info();
+  context.threads = threads;
+  context.libtorch_gemm_kernel = blas.core.empty() ? "at::addmm_out (BLAS: unknown)"
+                                                   : "at::addmm_out (OpenBLAS " + blas.core + ")";
+  return blas;
+}
+
+// One "correctness:" line per kind of criterion the suite's cases use.
+void print_correctness(const Suite& suite, std::FILE* out) {
+  std::vector<std::string> seen;
+  for (const SuiteCase& c : suite.cases) {
+    const std::string text = detail::tolerance_text(c);
+    if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+    seen.push_back(text);
+    fmt::print(out, "correctness: ka checked against libtorch before timing, {}{}\n", text,
+               c.is_graph() ? " (graph cases)" : "");
+  }
+}
+
+std::string join_ints(const std::vector<int>& v, const char* sep) {
+  std::string s;
+  for (const int x : v) s += (s.empty() ? "" : sep) + std::to_string(x);
+  return s;
+}
+
+std::string case_heading(const SuiteCase& c) {
+  if (!c.is_graph()) {
+    return fmt::format("{}: {} M={} K={} N={} ({})", c.name, c.op, c.m, c.k, c.n, c.model);
+  }
+  std::string inputs;
+  for (const GraphInput& in : c.inputs) {
+    std::string dims;
+    for (const auto d : in.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    inputs += fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims,
+                          in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill));
+  }
+  return fmt::format("{}: graph {} ({}); inputs {}", c.name, c.graph, c.model, inputs);
+}
+
+// Note [--explain]
+// --explain runs each case's ka variants once, checks them against libtorch and prints what
+// ran: for graphs, the extractor's plan (fusion groups, kernels, configs with provenance,
+// dependencies); for GEMMs, the kernel and configuration. It times nothing and writes no
+// database: a plan is a property of the shapes, and a benchmark run stores its kernels and
+// configs anyway. Exit 1 when a ka variant failed or was incorrect.
+int explain_suite(const BenchOptions& options, const Suite& suite, const std::string& path) {
+  detail::CaseContext context;
+  setup_libtorch(options.threads, context);
+  fmt::print("ka-bench {} --explain: suite '{}' ({} cases) from {}; {} thread(s); each ka variant "
+             "runs once and is checked against libtorch; nothing is timed or stored\n",
+             KA_VERSION, suite.name, suite.cases.size(), path, options.threads);
+  bool all_ok = true;
+  for (std::size_t i = 0; i < suite.cases.size(); ++i) {
+    const SuiteCase& c = suite.cases[i];
+    const auto variants = detail::variants_of(c);
+    fmt::print("\n{}\n", case_heading(c));
+    std::unique_ptr<detail::BenchCase> b;
+    try {
+      b = detail::make_bench_case(c, kSeed + i, context);
+    } catch (const std::exception& e) {
+      fmt::print("  FAILED: {}\n", e.what());
+      all_ok = false;
+      continue;
+    }
+    for (std::size_t v = 0; v + 1 < variants.size(); ++v) {
+      detail::CheckResult r;
+      try {
+        r = b->check(v);
+      } catch (const std::exception& e) {
+        fmt::print("  {}: FAILED: {}\n", variants[v], e.what());
+        all_ok = false;
+        continue;
+      }
+      std::string verdict;
+      if (r.correct) {
+        verdict = fmt::format("correct (max abs error {:.3g})", r.max_abs_error);
+      } else if (r.refused) {
+        verdict = "UNSUPPORTED: " + r.detail;
+      } else {
+        verdict = "INCORRECT: " + r.detail;
+        all_ok = false;
+      }
+      const detail::VariantInfo info = b->info(v);
+      if (info.tasks.empty()) {
+        fmt::print("  {}: kernel {} v{}, shape key {}, config {}, provenance {}; {}\n", variants[v],
+                   info.kernel, info.kernel_version, info.shape_key, info.config, info.provenance,
+                   verdict);
+        continue;
+      }
+      fmt::print("  {}: {} task(s); {}\n", variants[v], info.tasks.size(), verdict);
+      for (const detail::TaskInfo& t : info.tasks) {
+        fmt::print("    #{} {}  nodes [{}]{}\n", t.id, t.pattern, join_ints(t.nodes, ", "),
+                   t.fusion.empty() ? "" : "  fusion: " + t.fusion);
+        fmt::print("       kernel {} v{} on {}, shape key {}, config {}, provenance {}, after {}\n",
+                   t.kernel, t.kernel_version, t.device, t.shape_key, t.config, t.provenance,
+                   t.after.empty() ? "-" : "#" + join_ints(t.after, ", #"));
+      }
+    }
+    fmt::print("  {}: {}\n", variants.back(), b->info(variants.size() - 1).kernel);
+  }
+  std::fflush(stdout);
+  return all_ok ? 0 : 1;
 }
 
 }  // namespace
@@ -404,6 +587,7 @@ int run_suite(const BenchOptions& options) {
   KA_CHECK(options.repetitions >= 1, "--repetitions must be >= 1");
   KA_CHECK(options.min_time_s > 0.0, "--min-time must be > 0 seconds");
   s.options.threads = options.threads == 0 ? hw : options.threads;
+  if (options.explain) return explain_suite(s.options, s.suite, path);
 
   // Google Benchmark's own flags are checked before anything is measured.
   std::vector<std::string> args = {"ka-bench",
@@ -426,19 +610,16 @@ int run_suite(const BenchOptions& options) {
   for (const SuiteCase& c : s.suite.cases) {
     CaseState cs;
     cs.c = c;
-    cs.key = kernels::addmm_shape_key(c.m, c.k, c.n, c.op == "aten::addmm");
-    LaunchConfig config = descriptor.default_config(cs.key);
-    config.set("threads", std::min<std::int64_t>(s.options.threads,
-                                                 config.get_or("threads", s.options.threads)));
-    cs.config = config;
+    cs.variants = detail::variants_of(c);
+    cs.info.resize(cs.variants.size());
+    cs.flop = detail::flop_of(c);
+    cs.disposition.assign(cs.variants.size(), Disposition::kOk);
+    cs.check.resize(cs.variants.size());
+    cs.started.assign(cs.variants.size(), 0);
     s.cases.push_back(std::move(cs));
   }
 
-  detail::set_libtorch_threads(s.options.threads);
-  detail::set_openblas_threads(s.options.threads);
-  const detail::BlasInfo blas = detail::blas_info();
-  s.libtorch_kernel = blas.core.empty() ? "at::addmm_out (BLAS: unknown)"
-                                        : "at::addmm_out (OpenBLAS " + blas.core + ")";
+  const detail::BlasInfo blas = setup_libtorch(s.options.threads, s.context);
 
   const auto peak = profiler::measure_fma_peak(s.options.threads);
   const auto peak1 = s.options.threads == 1 ? peak : profiler::measure_fma_peak(1);
@@ -458,7 +639,7 @@ int run_suite(const BenchOptions& options) {
              fp.name, fp.isa, fp.cores, fp.l2_bytes / 1024, descriptor.name, descriptor.version,
              kernels::gemm_cpu_isa());
   fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch\n",
-             detail::libtorch_version(), s.libtorch_kernel,
+             detail::libtorch_version(), s.context.libtorch_gemm_kernel,
              blas.coretype_env.empty() ? "(unset)" : blas.coretype_env, s.options.threads);
   fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
                   "{:.1f} on 1; %peak uses the {}-thread figure\n",
@@ -466,9 +647,13 @@ int run_suite(const BenchOptions& options) {
   fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
                   "per-call time by steady_clock (Google Benchmark manual time); median reported\n",
              options.repetitions, options.min_time_s);
-  fmt::print(out, "correctness: ka checked against libtorch before timing, |ka - ref| <= "
-                  "{:g}*sqrt(K) + {:g}*|ref| (inputs uniform in [-1, 1))\n",
-             s.tolerance.atol_per_sqrt_k, s.tolerance.rtol);
+  print_correctness(s.suite, out);
+  if (std::any_of(s.suite.cases.begin(), s.suite.cases.end(),
+                  [](const SuiteCase& c) { return c.is_graph(); })) {
+    fmt::print(out, "graph cases: ka = ka's runtime with fusion, ka_unfused = one kernel per op "
+                    "(ka's own thread pool), libtorch = the TorchScript interpreter on the same "
+                    "graph; each call runs the whole graph, outputs allocated\n");
+  }
 
   if (s.store) {
     db::RunInfo info;
@@ -493,16 +678,17 @@ int run_suite(const BenchOptions& options) {
   std::fflush(out);
 
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
-    for (const char* impl : {kImplKa, kImplLibtorch}) {
-      const std::string name = s.benchmark_name(i, impl);
+    const CaseState& cs = s.cases[i];
+    for (std::size_t v = 0; v < cs.variants.size(); ++v) {
+      const std::string name = s.benchmark_name(i, cs.variants[v]);
       Outcome o;
       o.case_index = i;
-      o.impl = impl;
+      o.variant = v;
+      o.impl = cs.variants[v];
       s.outcomes.emplace(name, std::move(o));
-      auto* b = impl == kImplKa
-                    ? benchmark::RegisterBenchmark(name.c_str(), bench_ka, &s, i)
-                    : benchmark::RegisterBenchmark(name.c_str(), bench_libtorch, &s, i);
-      b->UseManualTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(name.c_str(), bench_variant, &s, i, v)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
 
@@ -530,7 +716,7 @@ int run_suite(const BenchOptions& options) {
   print_summary(s, out);
   bool all_ok = true;
   for (const auto& [name, o] : s.outcomes) {
-    if (o.impl == kImplKa && (o.disposition == Disposition::kIncorrect ||
+    if (o.impl != kImplLibtorch && (o.disposition == Disposition::kIncorrect ||
                               o.disposition == Disposition::kFailed)) {
       all_ok = false;
     }

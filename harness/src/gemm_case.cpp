@@ -1,5 +1,7 @@
 #include "gemm_case.hpp"
 
+#include <ka/core/error.hpp>
+
 #include <ka/kernels/gemm.hpp>
 #include <ka/extractor/tensor_interop.hpp>
 
@@ -20,13 +22,29 @@ double Tolerance::atol(std::int64_t k) const {
 
 struct GemmCase::Impl {
   SuiteCase c;
+  CaseContext context;
+  LaunchConfig config;
+  Tolerance tolerance;
   at::Tensor mat1, mat2, bias, out_ka, out_ref;
   kernels::AddmmArgs args;
 };
 
-GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_unique<Impl>()) {
+ShapeKey GemmCase::shape_key(const SuiteCase& c) {
+  return kernels::addmm_shape_key(c.m, c.k, c.n, c.op == "aten::addmm");
+}
+
+LaunchConfig GemmCase::default_config(const SuiteCase& c, int threads) {
+  LaunchConfig config = kernels::gemm_f32_cpu_descriptor().default_config(shape_key(c));
+  config.set("threads", std::min<std::int64_t>(threads, config.get_or("threads", threads)));
+  return config;
+}
+
+GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& context)
+    : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.c = c;
+  s.context = context;
+  s.config = default_config(c, context.threads);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   s.mat1 = at::empty({c.m, c.k}, opts).uniform_(-1.0, 1.0, gen);
@@ -44,13 +62,7 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_uni
 
 GemmCase::~GemmCase() = default;
 
-ShapeKey GemmCase::shape_key() const {
-  return kernels::addmm_shape_key(impl_->c.m, impl_->c.k, impl_->c.n, impl_->bias.defined());
-}
-
-Status GemmCase::run_ka(const LaunchConfig& config) {
-  return kernels::gemm_f32_cpu(impl_->args, config);
-}
+Status GemmCase::run_ka() { return kernels::gemm_f32_cpu(impl_->args, impl_->config); }
 
 void GemmCase::run_libtorch() {
   Impl& s = *impl_;
@@ -61,12 +73,37 @@ void GemmCase::run_libtorch() {
   }
 }
 
-CheckResult GemmCase::check(const LaunchConfig& config, const Tolerance& tolerance) {
+Status GemmCase::run(std::size_t v) {
+  if (v == 0) return run_ka();
+  run_libtorch();
+  return Status::ok();
+}
+
+VariantInfo GemmCase::info(std::size_t v) const {
+  const Impl& s = *impl_;
+  VariantInfo info;
+  info.op = s.c.op;
+  info.shape_key = shape_key(s.c).str();
+  if (v == 0) {
+    const auto& d = kernels::gemm_f32_cpu_descriptor();
+    info.kernel = d.name + "[" + kernels::gemm_cpu_isa() + "]";
+    info.kernel_version = d.version;
+    info.config = s.config.str();
+    info.provenance = "heuristic";  // the descriptor's default configuration for the shape
+  } else {
+    info.kernel = s.context.libtorch_gemm_kernel;
+  }
+  return info;
+}
+
+CheckResult GemmCase::check(std::size_t v) {
   Impl& s = *impl_;
+  const Tolerance& tolerance = s.tolerance;
+  KA_ASSERT(v == 0, "GemmCase::check of variant ", v, ", which is not ka's");
   CheckResult r;
   s.out_ka.fill_(std::numeric_limits<float>::quiet_NaN());  // unwritten elements must show
   run_libtorch();
-  if (Status st = run_ka(config); !st) {
+  if (Status st = run_ka(); !st) {
     r.refused = true;
     r.detail = "ka kernel refused the case: " + st.reason();
     return r;

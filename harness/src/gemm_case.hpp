@@ -1,15 +1,14 @@
 // One GEMM case's tensors and its two implementations (ka, libtorch). The only harness code
-// that includes libtorch; this header keeps torch out of its includers.
+// besides graph_case.cpp that includes libtorch; this header keeps torch out of its includers.
 #pragma once
+
+#include "bench_case.hpp"
 
 #include <ka/core/launch_config.hpp>
 #include <ka/core/shape_key.hpp>
-#include <ka/core/status.hpp>
-#include <ka/harness/suite.hpp>
 
 #include <cstdint>
 #include <memory>
-#include <string>
 
 namespace ka::harness::detail {
 
@@ -22,37 +21,30 @@ struct Tolerance {
   [[nodiscard]] double atol(std::int64_t k) const;
 };
 
-struct CheckResult {
-  bool correct = false;
-  bool refused = false;  ///< The kernel declined the case (a Status), nothing was compared.
-  double max_abs_error = 0.0;
-  std::string detail;  ///< Why it failed (first bad element, or the exception text).
-};
-
-class GemmCase {
+/// An aten::mm / aten::addmm case. Variants: 0 = ka's CPU GEMM at its default configuration
+/// for the shape (threads capped at the run's), 1 = libtorch (at::addmm_out / at::mm_out).
+class GemmCase final : public BenchCase {
  public:
   /// Allocates and fills the inputs (seeded), the bias for addmm, and both outputs.
-  GemmCase(const SuiteCase& c, std::uint64_t seed);
-  ~GemmCase();
-  GemmCase(const GemmCase&) = delete;
-  GemmCase& operator=(const GemmCase&) = delete;
+  GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& context);
+  ~GemmCase() override;
 
-  [[nodiscard]] ShapeKey shape_key() const;
+  /// ka's shape key and configuration of `c` at `threads` threads (no tensors needed).
+  static ShapeKey shape_key(const SuiteCase& c);
+  static LaunchConfig default_config(const SuiteCase& c, int threads);
+
+  Status run(std::size_t v) override;
+  CheckResult check(std::size_t v) override;
+  [[nodiscard]] VariantInfo info(std::size_t v) const override;
+
   /// One call of ka's CPU GEMM into the ka output.
-  Status run_ka(const LaunchConfig& config);
+  Status run_ka();
   /// One call of libtorch: at::addmm_out / at::mm_out into a preallocated output.
   void run_libtorch();
-  /// Runs both once and compares ka's output with libtorch's.
-  CheckResult check(const LaunchConfig& config, const Tolerance& tolerance);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-/// "1.13.0" (libtorch's version as compiled against).
-std::string libtorch_version();
-/// Sets libtorch's intra-op threads (and OpenBLAS's, when it is the BLAS).
-void set_libtorch_threads(int threads);
 
 }  // namespace ka::harness::detail

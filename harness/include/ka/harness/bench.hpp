@@ -15,15 +15,19 @@ struct BenchOptions {
   int threads = 0;           ///< Threads for ka and libtorch alike; 0 = all logical cores.
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
   double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
+  bool explain = false;       ///< Print each case's plan instead of benchmarking.
   std::string command_line;  ///< Stored with the run.
   std::vector<std::string> benchmark_flags;  ///< --benchmark_* flags passed through.
 };
 
 /// Runs the suite and prints the summary table. Returns the exit status: 0 when every ka
 /// result was correct, 1 when any case was INCORRECT or failed, 128 + N when signal N
-/// (SIGINT, SIGTERM) stopped the run (what finished is stored; the run is marked failed). Throws ka::ValueError for a
-/// bad suite or options (the caller exits 2) and ka::DbError when the database cannot be
-/// opened or written (checked before any benchmark runs).
+/// (SIGINT, SIGTERM) stopped the run (what finished is stored; the run is marked failed).
+/// With `explain`, prints each case's kernels and configurations (a graph's fusion groups and
+/// tasks) from one checked run instead, and returns 0, or 1 when a ka variant failed or was
+/// incorrect (see Note [--explain] in bench.cpp). Throws ka::ValueError for a bad suite or
+/// options (the caller exits 2) and ka::DbError when the database cannot be opened or written
+/// (checked before any benchmark runs).
 int run_suite(const BenchOptions& options);
 
 }  // namespace ka::harness

@@ -1,0 +1,36 @@
+#include "bench_case.hpp"
+
+#include "gemm_case.hpp"
+#include "graph_case.hpp"
+
+#include <fmt/format.h>
+
+namespace ka::harness::detail {
+
+std::vector<std::string> variants_of(const SuiteCase& c) {
+  if (c.is_graph()) return {kImplKa, kImplKaUnfused, kImplLibtorch};
+  return {kImplKa, kImplLibtorch};
+}
+
+double flop_of(const SuiteCase& c) {
+  if (c.is_graph()) return 0.0;
+  return 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+}
+
+std::unique_ptr<BenchCase> make_bench_case(const SuiteCase& c, std::uint64_t seed,
+                                           const CaseContext& context) {
+  if (c.is_graph()) return std::make_unique<GraphCase>(c, seed);
+  return std::make_unique<GemmCase>(c, seed, context);
+}
+
+std::string tolerance_text(const SuiteCase& c) {
+  if (c.is_graph()) {
+    return fmt::format("|ka - ref| <= {:g}*rms(ref) + {:g}*|ref| per output (inputs randn, masks "
+                       "0/-1e4)", c.atol, c.rtol);
+  }
+  const Tolerance t;
+  return fmt::format("|ka - ref| <= {:g}*sqrt(K) + {:g}*|ref| (inputs uniform in [-1, 1))",
+                     t.atol_per_sqrt_k, t.rtol);
+}
+
+}  // namespace ka::harness::detail

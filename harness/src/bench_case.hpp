@@ -1,0 +1,97 @@
+// A benchmark case as ka-bench runs it: its variants (ka's implementations and the libtorch
+// reference), one call of each, the correctness check and what each variant ran as. Keeps
+// torch out of its includers.
+#pragma once
+
+#include <ka/core/status.hpp>
+#include <ka/harness/suite.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ka::harness::detail {
+
+constexpr const char* kImplKa = "ka";                  ///< ka (with fusion, for graphs).
+constexpr const char* kImplKaUnfused = "ka_unfused";   ///< ka, every graph op its own kernel.
+constexpr const char* kImplLibtorch = "libtorch";      ///< The reference.
+
+/// The variants of `c`, each timed as its own benchmark: {ka, libtorch} for op cases,
+/// {ka, ka_unfused, libtorch} for graph cases. The last one is the libtorch reference.
+std::vector<std::string> variants_of(const SuiteCase& c);
+
+struct CheckResult {
+  bool correct = false;
+  bool refused = false;  ///< The kernel declined the case (a Status), nothing was compared.
+  double max_abs_error = 0.0;
+  std::string detail;  ///< Why it failed (first bad element, or the exception text).
+};
+
+/// One kernel launch of a graph variant, as ka's extractor planned it (extractor::TaskPlan
+/// without torch), with tasks numbered from 1 within the run.
+struct TaskInfo {
+  int id = 0;
+  std::string pattern;  ///< Signature, or "fused::gemm_epilogue[aten::linear+aten::gelu]".
+  std::vector<int> nodes;
+  std::string fusion;  ///< Why the nodes fused; "" for a single op.
+  std::string kernel;
+  int kernel_version = 0;
+  std::string device;
+  std::string shape_key;
+  std::string config;
+  std::string provenance;  ///< exact / nearest / arch-default / heuristic
+  std::vector<int> after;  ///< Ids of the tasks this one waits for.
+};
+
+/// What one variant runs as, for the database and --explain.
+struct VariantInfo {
+  std::string op;         ///< aten::addmm, or "graph:<template name>".
+  std::string shape_key;  ///< A graph's input shapes for graph cases.
+  std::string kernel;     ///< For a graph: its tasks' kernels, joined with " + ".
+  int kernel_version = 0;
+  std::string config;     ///< For a graph: its tasks' configs, joined with " | ".
+  std::string provenance;
+  std::vector<TaskInfo> tasks;  ///< Graph ka variants: the plan of the last checked run.
+};
+
+/// What every case of a run shares.
+struct CaseContext {
+  int threads = 1;                  ///< For libtorch, and for ka's GEMM config.
+  std::string libtorch_gemm_kernel; ///< "at::addmm_out (OpenBLAS Haswell)".
+};
+
+/// A case's tensors and implementations. Variants are indices into variants_of(case).
+class BenchCase {
+ public:
+  virtual ~BenchCase() = default;
+  BenchCase() = default;
+  BenchCase(const BenchCase&) = delete;
+  BenchCase& operator=(const BenchCase&) = delete;
+
+  /// One call of variant `v`. Not ok when ka's kernel declines the case; throws what ka or
+  /// libtorch throw.
+  virtual Status run(std::size_t v) = 0;
+  /// Runs the libtorch reference and ka variant `v` once each and compares their outputs.
+  virtual CheckResult check(std::size_t v) = 0;
+  /// What variant `v` runs as (a graph's plan is known once it has run).
+  [[nodiscard]] virtual VariantInfo info(std::size_t v) const = 0;
+};
+
+/// Allocates and fills `c`'s inputs (seeded) and prepares its variants.
+std::unique_ptr<BenchCase> make_bench_case(const SuiteCase& c, std::uint64_t seed,
+                                           const CaseContext& context);
+
+/// The correctness criterion of `c`'s check, in words.
+std::string tolerance_text(const SuiteCase& c);
+
+/// Floating-point operations of one call of `c` (2MNK for GEMMs; 0 when not counted).
+double flop_of(const SuiteCase& c);
+
+/// "1.13.0" (libtorch's version as compiled against).
+std::string libtorch_version();
+/// Sets libtorch's intra-op threads (and OpenBLAS's, when it is the BLAS).
+void set_libtorch_threads(int threads);
+
+}  // namespace ka::harness::detail

@@ -1,0 +1,222 @@
+#include "graph_case.hpp"
+
+#include <ka/core/error.hpp>
+#include <ka/runtime/runtime.hpp>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace ka::harness::detail {
+namespace {
+
+std::shared_ptr<torch::jit::Graph> parse(const SuiteCase& c) {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  try {
+    torch::jit::parseIR(c.ir, graph.get());
+  } catch (const c10::Error& e) {
+    KA_THROW(ValueError, "graph '", c.graph, "' of case '", c.name,
+             "' does not parse: ", e.what_without_backtrace());
+  }
+  return graph;
+}
+
+std::string dims_text(at::IntArrayRef sizes, const char* sep) {
+  std::string s;
+  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? sep : "") + std::to_string(sizes[i]);
+  return s;
+}
+
+at::Tensor make_input(const GraphInput& in, at::Generator& gen) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  switch (in.fill) {
+    case InputFill::kMask:
+      // One position in five masked, as padding or dropped tokens would be.
+      return at::where(at::rand(in.shape, gen, opts) < 0.2, -1e4, 0.0).to(at::kFloat);
+    case InputFill::kCausal: {
+      const std::int64_t rows = in.shape[in.shape.size() - 2];
+      const std::int64_t cols = in.shape.back();
+      return (at::triu(at::ones({rows, cols}, opts), 1) * -1e4).expand(in.shape).contiguous();
+    }
+    case InputFill::kRandn:
+      break;
+  }
+  return at::randn(in.shape, gen, opts);
+}
+
+std::vector<c10::IValue> unpack(std::vector<c10::IValue> stack) {
+  if (stack.size() == 1 && stack[0].isTuple()) return stack[0].toTupleRef().elements().vec();
+  return stack;
+}
+
+// Compares one output; returns false (with r.detail) on the first mismatch.
+bool compare(const at::Tensor& got, const at::Tensor& want, std::size_t index, double rtol,
+             double atol, CheckResult& r) {
+  if (got.sizes() != want.sizes()) {
+    r.detail = fmt::format("output {}: ka's shape is [{}], libtorch's [{}]", index,
+                           dims_text(got.sizes(), ", "), dims_text(want.sizes(), ", "));
+    return false;
+  }
+  if (want.numel() == 0) return true;
+  const at::Tensor g = got.to(at::kDouble);
+  const at::Tensor w = want.to(at::kDouble);
+  // atol scales with the output's magnitude: a GEMM of randn inputs with K = 3072 has outputs
+  // near 55, a softmax near 1/S; one absolute bound would be too loose or too tight.
+  const double rms = w.nan_to_num(0.0, 0.0, 0.0).pow(2).mean().sqrt().item<double>();
+  const double abs_tol = rms > 0.0 ? atol * rms : atol;
+  const at::Tensor diff = (g - w).abs();
+  const at::Tensor bad =
+      diff.gt(w.abs() * rtol + abs_tol).logical_or(g.isnan().logical_xor(w.isnan()));
+  r.max_abs_error = std::max(
+      r.max_abs_error, diff.nan_to_num(std::numeric_limits<double>::infinity()).max().item<double>());
+  const auto nbad = bad.sum().item<std::int64_t>();
+  if (nbad == 0) return true;
+  const std::int64_t first = bad.flatten().nonzero()[0].item<std::int64_t>();
+  std::int64_t flat = first;
+  std::vector<std::int64_t> at_index(static_cast<std::size_t>(want.dim()));
+  for (std::int64_t d = want.dim() - 1; d >= 0; --d) {
+    at_index[static_cast<std::size_t>(d)] = flat % want.size(d);
+    flat /= want.size(d);
+  }
+  r.detail = fmt::format(
+      "output {}: {} of {} elements differ beyond atol={:.3g} ({:g}*rms {:.3g}) rtol={:g}; first "
+      "at [{}]: ka={} libtorch={}",
+      index, nbad, want.numel(), abs_tol, atol, rms, rtol, dims_text(at_index, ", "),
+      g.flatten()[first].item<double>(), w.flatten()[first].item<double>());
+  return false;
+}
+
+template <typename T, typename F>
+std::string join_unique(const std::vector<T>& items, const char* sep, F&& f) {
+  std::vector<std::string> seen;
+  std::string s;
+  for (const auto& item : items) {
+    std::string v = f(item);
+    if (std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+    s += (s.empty() ? "" : sep) + v;
+    seen.push_back(std::move(v));
+  }
+  return s;
+}
+
+}  // namespace
+
+struct GraphCase::Impl {
+  SuiteCase c;
+  runtime::Runtime rt;
+  std::shared_ptr<torch::jit::Graph> graph;      // ka's
+  std::shared_ptr<torch::jit::Graph> ref_graph;  // the interpreter's own copy
+  std::unique_ptr<torch::jit::Code> code;
+  std::vector<c10::IValue> inputs;
+  std::array<std::vector<extractor::TaskPlan>, 2> plans;  // fused, unfused
+
+  std::vector<c10::IValue> run_reference() const {
+    std::vector<c10::IValue> stack = inputs;
+    torch::jit::InterpreterState(*code).run(stack);
+    return stack;
+  }
+};
+
+GraphCase::GraphCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.c = c;
+  s.graph = parse(c);
+  s.ref_graph = parse(c);
+  s.code = std::make_unique<torch::jit::Code>(s.ref_graph, "ka_bench_reference");
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (const GraphInput& in : c.inputs) s.inputs.emplace_back(make_input(in, gen));
+}
+
+GraphCase::~GraphCase() = default;
+
+Status GraphCase::run(std::size_t v) {
+  Impl& s = *impl_;
+  if (v < 2) {
+    s.rt.run_graph(*s.graph, s.inputs, extractor::GraphOptions{v == 0});
+  } else {
+    s.run_reference();
+  }
+  return Status::ok();
+}
+
+CheckResult GraphCase::check(std::size_t v) {
+  Impl& s = *impl_;
+  KA_ASSERT(v < 2, "GraphCase::check of variant ", v, ", which is not ka's");
+  CheckResult r;
+  const std::vector<c10::IValue> want = unpack(s.run_reference());
+  runtime::GraphResult got;
+  try {
+    got = s.rt.run_graph(*s.graph, s.inputs, extractor::GraphOptions{v == 0});
+  } catch (const NotImplementedError& e) {
+    // ka has no kernel for some node or shape: the case is unsupported, not wrong.
+    r.refused = true;
+    r.detail = e.what();
+    return r;
+  }
+  s.plans[v] = std::move(got.tasks);
+  if (got.outputs.size() != want.size()) {
+    r.detail = fmt::format("ka returned {} outputs, libtorch {}", got.outputs.size(), want.size());
+    return r;
+  }
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    KA_CHECK(want[i].isTensor() && got.outputs[i].isTensor(), "output ", i, " of graph '",
+             s.c.graph, "' is not a tensor; ka-bench compares tensor outputs only");
+    if (!compare(got.outputs[i].toTensor(), want[i].toTensor(), i, s.c.rtol, s.c.atol, r)) {
+      return r;
+    }
+  }
+  r.correct = true;
+  return r;
+}
+
+VariantInfo GraphCase::info(std::size_t v) const {
+  const Impl& s = *impl_;
+  VariantInfo info;
+  info.op = "graph:" + s.c.graph;
+  for (const GraphInput& in : s.c.inputs) {
+    info.shape_key += (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x");
+  }
+  if (v >= 2) {
+    info.kernel = "torch::jit interpreter (one ATen call per node)";
+    return info;
+  }
+  std::map<std::uint64_t, int> ids;
+  for (const extractor::TaskPlan& p : s.plans[v]) {
+    TaskInfo t;
+    t.id = static_cast<int>(info.tasks.size()) + 1;
+    ids[p.task_id] = t.id;
+    t.pattern = p.pattern;
+    t.nodes = p.nodes;
+    t.fusion = p.fusion;
+    t.kernel = p.kernel;
+    t.kernel_version = p.kernel_version;
+    t.device = p.device;
+    t.shape_key = p.shape_key;
+    t.config = p.config;
+    t.provenance = p.provenance;
+    for (const std::uint64_t d : p.dependencies) {
+      const auto it = ids.find(d);
+      if (it != ids.end()) t.after.push_back(it->second);
+    }
+    info.tasks.push_back(std::move(t));
+  }
+  info.kernel = join_unique(info.tasks, " + ", [](const TaskInfo& t) {
+    return t.kernel + " v" + std::to_string(t.kernel_version);
+  });
+  if (info.tasks.size() == 1) info.kernel_version = info.tasks[0].kernel_version;
+  for (const TaskInfo& t : info.tasks) {
+    info.config += (info.config.empty() ? "" : " | ") + t.config;
+  }
+  info.provenance = join_unique(info.tasks, ",", [](const TaskInfo& t) { return t.provenance; });
+  return info;
+}
+
+}  // namespace ka::harness::detail

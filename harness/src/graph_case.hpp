@@ -1,0 +1,35 @@
+// One graph case: a TorchScript graph at one set of input shapes, run by ka's runtime with
+// and without fusion and by libtorch's interpreter. This header keeps torch out of its
+// includers.
+#pragma once
+
+#include "bench_case.hpp"
+
+#include <cstdint>
+#include <memory>
+
+namespace ka::harness::detail {
+
+/// Variants: 0 = ka with fusion, 1 = ka with every op its own kernel, 2 = libtorch's
+/// TorchScript interpreter (one ATen call per node). The IR is parsed once per
+/// implementation (the interpreter gets its own copy of the graph, as it may rewrite it); each
+/// call runs the whole graph, output allocation included, for all three.
+class GraphCase final : public BenchCase {
+ public:
+  /// Parses the case's IR and fills its inputs (seeded). Throws ka::ValueError when the IR
+  /// does not parse.
+  GraphCase(const SuiteCase& c, std::uint64_t seed);
+  ~GraphCase() override;
+
+  Status run(std::size_t v) override;
+  /// Compares every output: |ka - ref| <= atol * rms(ref) + rtol * |ref| (atol alone when the
+  /// reference is all zeros), NaN where libtorch has NaN.
+  CheckResult check(std::size_t v) override;
+  [[nodiscard]] VariantInfo info(std::size_t v) const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ka::harness::detail
