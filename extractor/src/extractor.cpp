@@ -521,6 +521,17 @@ std::vector<std::string> Extractor::supported_ops() {
 }
 
 KernelRegistry& Extractor::registry(DeviceType device) { return impl_->registry(device); }
+
+db::KernelVersions Extractor::kernel_versions() const {
+  db::KernelVersions versions;
+  for (const KernelRegistry* r : {&impl_->cpu, &impl_->cuda}) {
+    for (const std::string& sig : r->signatures()) {
+      const kernels::KernelDescriptor& d = *r->find(sig).descriptor;
+      versions[d.name] = d.version;
+    }
+  }
+  return versions;
+}
 const KernelRegistry& Extractor::registry(DeviceType device) const {
   return device == DeviceType::kCUDA ? impl_->cuda : impl_->cpu;
 }

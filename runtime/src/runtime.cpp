@@ -1,5 +1,7 @@
 // Runtime: eager calls through ka's dispatcher; TorchScript graphs lowered to OpGraph.
 #include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
+#include <ka/core/logging.hpp>
 #include <ka/dispatch/dispatcher.hpp>
 #include <ka/runtime/aten_ops.hpp>
 #include <ka/runtime/runtime.hpp>
@@ -7,13 +9,36 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/irparser.h>
 
+#include <cstdlib>
 #include <unordered_map>
 
 namespace ka::runtime {
 
 const char* to_string(SchedulePolicy /*p*/) noexcept { return "inputs-device"; }
 
-Runtime::Runtime() { register_aten_ops(); }
+Runtime::Runtime() {
+  register_aten_ops();
+  // Production builds point KA_TUNED_TABLE at a shipped table: loaded once per process.
+  static const bool loaded = load_table_from_environment();
+  (void)loaded;
+}
+
+bool Runtime::load_table_from_environment() const {
+  const char* path = std::getenv("KA_TUNED_TABLE");
+  if (path == nullptr || *path == '\0') return false;
+  load_table(path);
+  log().info("KA_TUNED_TABLE={}: {} tuned configurations for this device", path,
+             extractor().table()->size());
+  return true;
+}
+
+void Runtime::load_table(const std::string& path) const {
+  set_table(db::RecommendationTable::load(path, cpu_fingerprint(), extractor().kernel_versions()));
+}
+
+void Runtime::set_table(db::RecommendationTable table) const {
+  extractor().set_table(std::make_shared<const db::RecommendationTable>(std::move(table)));
+}
 
 dispatch::Stack Runtime::call(std::string_view op, dispatch::Stack args) const {
   const auto handle = dispatch::Dispatcher::singleton().find_op_or_throw(op);

@@ -124,6 +124,9 @@ class Extractor {
   void set_table(std::shared_ptr<const db::RecommendationTable> table);
   [[nodiscard]] std::shared_ptr<const db::RecommendationTable> table() const;
 
+  /// Name → version of every kernel registered on any device (what a loaded table must match).
+  [[nodiscard]] db::KernelVersions kernel_versions() const;
+
   KernelRegistry& registry(DeviceType device);
   [[nodiscard]] const KernelRegistry& registry(DeviceType device) const;
   FusionChecker& fusion_checker() noexcept { return fusion_; }

@@ -39,7 +39,20 @@ struct GraphResult {
 ///   auto r = rt.run_graph(ir_text, {x, w1, b1, w2, b2});             // fused graph
 class Runtime {
  public:
+  /// Registers ka's operators. The first Runtime of a process also calls
+  /// load_table_from_environment().
   Runtime();
+
+  /// When KA_TUNED_TABLE names a file (a ka database or an `export_sqlite` table), loads it
+  /// as load_table() does and returns true; false when the variable is unset or empty.
+  bool load_table_from_environment() const;
+
+  /// Loads the rows tuned on this CPU for this build's kernel versions from `path` and makes
+  /// them the extractor's table (rows of another device or version are skipped and logged).
+  /// Throws ka::DbError naming the file.
+  void load_table(const std::string& path) const;
+  /// Makes `table` (e.g. one compiled in from a generated header) the extractor's table.
+  void set_table(db::RecommendationTable table) const;
 
   /// Calls `op` (exact overload name, as in the schema: "aten::add.Tensor") with its schema
   /// arguments through ka's dispatcher; returns the results. Throws as the dispatcher and the
