@@ -240,5 +240,33 @@ groups:
   }
 }
 
+TEST(Suite, ShippedFusedSuiteCoversTheTransformerPatterns) {
+  const Suite s = load_suite_file(find_suite_file("fused", KA_TEST_SUITES_DIR));
+  std::set<std::string> graphs;
+  bool bert_mlp = false, gpt2_mlp = false, bert_scores = false, gpt2_scores = false;
+  bool bert_ln = false, gpt2_ln = false;
+  for (const auto& c : s.cases) {
+    ASSERT_TRUE(c.is_graph()) << c.name;
+    graphs.insert(c.graph);
+    const auto& x = c.inputs[0].shape;
+    const bool bert = c.model.find("BERT-base") != std::string::npos;
+    const bool gpt2 = c.model.find("GPT-2") != std::string::npos;
+    if (c.graph.rfind("mlp", 0) == 0) {
+      const bool shape = x.size() == 2 && x[1] == 768 && c.inputs[1].shape[0] == 3072;
+      bert_mlp |= bert && shape && x[0] == 512 && c.graph == "mlp_gelu";
+      gpt2_mlp |= gpt2 && shape && x[0] == 1024 && c.graph == "mlp_gelu_tanh";
+    } else if (c.graph == "attention_scores") {
+      const bool shape = x.size() == 3 && x[0] == 12 && x[2] == 64;
+      bert_scores |= bert && shape && x[1] == 512 && c.inputs[2].fill == InputFill::kMask;
+      gpt2_scores |= gpt2 && shape && x[1] == 1024 && c.inputs[2].fill == InputFill::kCausal;
+    } else if (c.graph == "residual_layer_norm") {
+      bert_ln |= bert && x == std::vector<std::int64_t>{512, 768} && c.params.at("HIDDEN") == 768;
+      gpt2_ln |= gpt2 && x == std::vector<std::int64_t>{1024, 768};
+    }
+  }
+  EXPECT_TRUE(bert_mlp && gpt2_mlp && bert_scores && gpt2_scores && bert_ln && gpt2_ln);
+  EXPECT_EQ(graphs.size(), 4U);
+}
+
 }  // namespace
 }  // namespace ka::harness
