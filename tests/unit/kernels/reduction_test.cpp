@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "alloc_counter.hpp"
+
 namespace ka::kernels {
 namespace {
 
@@ -278,6 +280,36 @@ TEST(ReductionCpu, EveryPointOfEachSpaceRuns) {
   EXPECT_THROW((void)sum_f32_cpu(args, config(1, 1)), ValueError);
   args.reduce_mask = 1;
   EXPECT_THROW((void)sum_f32_cpu(args, config(1, 1)), ValueError);
+}
+
+TEST(ReductionCpu, WarmCallsAllocateNothing) {
+  const at::Tensor x = at::randn({64, 300});
+  const at::Tensor mask = at::randn({300});
+  at::Tensor out = at::empty({64, 300});
+  at::Tensor sums = at::empty({64, 1});
+  SoftmaxArgs sm;
+  sm.out = view_of(out);
+  sm.inputs[0] = view_of(x);
+  sm.inputs[1] = broadcast_view(view_of(mask), sm.out.sizes.data(), 2);
+  sm.prologue = scale_mask(0.5F);
+  sm.dim = 1;
+  LayerNormArgs ln;
+  ln.out = view_of(out);
+  ln.inputs[0] = view_of(x);
+  ln.prologue = identity();
+  SumArgs su;
+  su.out = view_of(sums);
+  su.in = view_of(x);
+  su.reduce_mask = 2;
+  const LaunchConfig cfg = config(4, 2);
+  const auto all = [&] {
+    return softmax_f32_cpu(sm, cfg).is_ok() && layer_norm_f32_cpu(ln, cfg).is_ok() &&
+           sum_f32_cpu(su, cfg).is_ok();
+  };
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(all());
+  const long before = ka_test_allocation_count();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(all());
+  EXPECT_EQ(ka_test_allocation_count() - before, 0);
 }
 
 }  // namespace
