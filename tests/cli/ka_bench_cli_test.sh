@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Drives the real ka-bench binary. Usage: ka_bench_cli_test.sh CASE KA_BENCH SQLITE3 FIXTURES
+# Drives the real ka-bench binary.
+# Usage: ka_bench_cli_test.sh CASE KA_BENCH SQLITE3 FIXTURES [SUITE_FIXTURES]
 set -u
 case_name=$1
 ka_bench=$2
 sqlite3=$3
 fixtures=$4
+suite_fixtures=${5:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL [$case_name]: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null; echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
@@ -69,11 +71,12 @@ case "$case_name" in
     ;;
   help)
     "$ka_bench" --help >"$tmp/out" 2>"$tmp/err" || fail "--help exit $?"
-    for opt in --suite --db --threads --repetitions --min-time --list-suites; do
+    for opt in --suite --db --threads --repetitions --min-time --list-suites --explain; do
       grep -q -- "$opt" "$tmp/out" || fail "--help does not mention $opt"
     done
     "$ka_bench" --list-suites >"$tmp/out" 2>"$tmp/err" || fail "--list-suites exit $?"
     grep -qx "matmul" "$tmp/out" || fail "--list-suites does not list matmul"
+    grep -qx "fused" "$tmp/out" || fail "--list-suites does not list fused"
     ;;
   json_format)
     "$ka_bench" --suite smoke --no-db "${quick[@]}" --benchmark_format=json --benchmark_filter='primes' >"$tmp/out" 2>"$tmp/err"
@@ -104,11 +107,12 @@ case "$case_name" in
     "$ka_bench" --dump-dispatch aten::addmm >"$tmp/out" 2>"$tmp/err" || fail "exit $?"
     grep -q "^name: aten::addmm$" "$tmp/out" || fail "no registration state"
     grep -q "^schema: aten::addmm(Tensor self, Tensor mat1, Tensor mat2, \*, Scalar beta=1, Scalar alpha=1) -> Tensor" "$tmp/out" || fail "no schema"
-    grep -q "^CPU: ka gemm_f32_blocked (addmm) \[kernel\]$" "$tmp/out" || fail "computed table lacks ka's CPU kernel"
+    # ka's CPU kernel for every served op is the extract → execute pipeline (runtime/aten_ops.cpp).
+    grep -q "^CPU: ka extract+execute (aten::addmm) \[kernel\]$" "$tmp/out" || fail "computed table lacks ka's CPU kernel"
     grep -q "^AutogradCPU: fallthrough " "$tmp/out" || fail "computed table lacks the Autograd fallthrough"
     "$ka_bench" --dump-dispatch aten::nope >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 2 ] || fail "unknown operator: expected exit 2"
-    grep -q "operator 'aten::nope' is not registered in ka's dispatcher (ka serves: aten::addmm, aten::mm)" "$tmp/err" || fail "message"
+    grep -qE "operator 'aten::nope' is not registered in ka's dispatcher \(ka serves: (aten::[a-z_.A-Z]+, )*aten::addmm, (aten::[a-z_.A-Z]+, )*aten::mm(, aten::[a-z_.A-Z]+)*\)$" "$tmp/err" || fail "message"
     ;;
   interrupt)
     # SIGINT mid-run: what finished is stored, the run is marked failed, exit 130.
@@ -136,6 +140,59 @@ case "$case_name" in
     [ "$total" -lt 42 ] || fail "all 42 benchmarks stored although the run was interrupted"
     bad=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE error LIKE 'INTERRUPTED%' AND repetitions = 0")
     [ "$bad" = "0" ] || fail "benchmarks that never ran were stored"
+    ;;
+  fused_explain)
+    # The shipped fused suite's plans: one checked run per ka variant, nothing timed or stored.
+    "$ka_bench" --suite fused --explain --threads 2 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0"
+    for c in bert_mlp_512 gpt2_mlp_1024 bert_attn_scores_512 gpt2_attn_scores_1024 bert_residual_ln_512 gpt2_residual_ln_1024; do
+      grep -q "^$c: graph " "$tmp/out" || fail "no explanation of case $c"
+    done
+    grep -q "#1 fused::gemm_epilogue\[aten::linear+aten::gelu\]  nodes \[0, 1\]  fusion: " "$tmp/out" || fail "MLP: no gemm_epilogue group"
+    grep -q "fused::pointwise_softmax\[aten::mul.Scalar+aten::add.Tensor+aten::_softmax\]" "$tmp/out" || fail "attention: no softmax prologue group"
+    grep -q "fused::pointwise_layer_norm\[aten::add.Tensor+aten::layer_norm\]" "$tmp/out" || fail "no layer_norm prologue group"
+    grep -qE "^       kernel gemm_f32_blocked v[0-9]+ on cpu, shape key aten::addmm\(.*\), config grid=.*, provenance heuristic, after -$" "$tmp/out" || fail "no kernel/config/provenance line"
+    grep -q ", after #1$" "$tmp/out" || fail "no task dependencies"
+    grep -q "^  ka_unfused: 3 task(s); correct" "$tmp/out" || fail "unfused MLP plan"
+    grep -q "INCORRECT\|FAILED" "$tmp/out" && fail "a ka variant was not correct"
+    grep -q "Benchmark" "$tmp/out" && fail "--explain must not benchmark"
+    [ ! -e "$tmp/ka.db" ] || fail "--explain wrote a database"
+    # GEMM cases explain their kernel and configuration.
+    "$ka_bench" --suite smoke --explain >"$tmp/out" 2>"$tmp/err" || fail "smoke --explain exit $?"
+    grep -qE "^  ka: kernel gemm_f32_blocked\[.*\] v[0-9]+, shape key .*, config grid=.*, provenance heuristic; correct" "$tmp/out" || fail "GEMM explanation"
+    ;;
+  fused_writes_rows)
+    # A tiny graph suite: three variants per graph case, two per GEMM case, all stored.
+    "$ka_bench" --suite "$suite_fixtures/fused_tiny.yaml" --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0"
+    grep -qE "^mlp +mlp_gelu +\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+x \| +[0-9.]+x$" "$tmp/out" || fail "no graph summary row for 'mlp'"
+    grep -qE "^primes +37 +53 +71 " "$tmp/out" || fail "no GEMM summary row"
+    grep -q "^stored 11 benchmark results" "$tmp/out" || fail "closing line"
+    rows=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE disposition='ok' AND median_ns > 0 AND repetitions = 2")
+    [ "$rows" = "11" ] || fail "expected 11 ok rows (3 graphs x 3 variants + 1 GEMM x 2), got $rows"
+    impls=$("$sqlite3" "$tmp/ka.db" "SELECT group_concat(impl, ' ') FROM (SELECT impl FROM results WHERE case_name='scores' ORDER BY impl)")
+    [ "$impls" = "ka ka_unfused libtorch" ] || fail "variants of a graph case: $impls"
+    row=$("$sqlite3" "$tmp/ka.db" "SELECT op, shape_key, benchmark_name FROM results WHERE case_name='residual_ln' AND impl='ka'")
+    [ "$row" = "graph:residual_layer_norm|x=9x80,res=9x80,w=80,b=80|fused_tiny/residual_ln/ka" ] || fail "graph row: $row"
+    kernel=$("$sqlite3" "$tmp/ka.db" "SELECT kernel FROM results WHERE case_name='mlp' AND impl='ka_unfused'")
+    [[ "$kernel" == gemm_f32_blocked\ v*\ +\ ew_chain_f32\ v* ]] || fail "unfused kernels: '$kernel'"
+    cfg=$("$sqlite3" "$tmp/ka.db" "SELECT config FROM results WHERE case_name='mlp' AND impl='ka'")
+    [[ "$cfg" == grid=*" | "grid=* ]] || fail "fused configs: '$cfg'"
+    err=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE impl LIKE 'ka%' AND max_abs_error IS NOT NULL")
+    [ "$err" = "7" ] || fail "max_abs_error stored for $err of 7 ka rows"
+    ;;
+  bad_graph_suite)
+    "$ka_bench" --suite "$fixtures/bad_graph.yaml" --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "exit $rc, expected 2"
+    grep -q "bad_graph.yaml:14: unknown graph 'mul' (the suite's graphs: add)" "$tmp/err" || fail "message must name file and line"
+    [ ! -e "$tmp/ka.db" ] || fail "a database was created for a failed start"
+    "$ka_bench" --suite "$fixtures/bad_graph_input.yaml" --explain >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "missing input: exit $rc, expected 2"
+    grep -q "bad_graph_input.yaml:12: missing input 'b' of graph 'add'" "$tmp/err" || fail "missing input message"
     ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;
