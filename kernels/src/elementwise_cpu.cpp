@@ -519,7 +519,8 @@ void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& blo
   grid = {std::max<std::int64_t>(1, ceil_div(numel, std::max<std::int64_t>(1, block_elems))), 1, 1};
 }
 
-// Whether `config` can run `numel` elements; the tunables it reads go to block_elems/threads.
+// Whether `config` can run `numel` elements (-1: a call, whose grid is not checked); the
+// tunables it reads go to block_elems/threads.
 // The common case costs two lookups (eager calls of one element pay for every nanosecond);
 // only a refusal consults the space for its reason.
 Status check_config(std::int64_t numel, const LaunchConfig& config, std::int64_t& block_elems,
@@ -540,7 +541,10 @@ Status check_config(std::int64_t numel, const LaunchConfig& config, std::int64_t
   if (config.grid == Dim3{} && config.block == Dim3{}) return Status::ok();
   Dim3 grid;
   Dim3 block;
-  ew_grid(numel, block_elems, grid, block);
+  ew_grid(numel < 0 ? 1 : numel, block_elems, grid, block);
+  // numel < 0 (a call): only the block must agree. A fused chain's shape key need not name
+  // every tensor of the call, so its grid may count other elements; the call's grid is ours.
+  if (numel < 0) grid = config.grid;
   if (config.grid != grid || config.block != block) {
     LaunchConfig expected = config;
     expected.grid = grid;
@@ -703,7 +707,7 @@ Status prepare_elementwise_f32_cpu(const ElementwiseArgs& args, const LaunchConf
   const std::int64_t total = args.out.numel();
   std::int64_t threads = 1;
   EwJob job{};
-  if (Status st = check_config(total, config, job.block_elems, threads); !st) return st;
+  if (Status st = check_config(-1, config, job.block_elems, threads); !st) return st;
   job.args = &args;
   job.total = total;
   job.tensors = 1 + args.program.inputs;

@@ -273,6 +273,12 @@ TEST(ElementwiseCpu, DescriptorDefaultsAndRefusals) {
   args.inputs[0] = view_of(x);
   args.program = unary_program(EwOp::kNeg);
   EXPECT_FALSE(elementwise_f32_cpu(args, config(4096, 0)).is_ok());
+  // A call takes a completed config whatever numel its key counted (a fused chain's key need
+  // not name every tensor), but not one whose block disagrees with block_elems.
+  EXPECT_TRUE(elementwise_f32_cpu(args, wrong_grid).is_ok());
+  LaunchConfig wrong_block = wrong_grid;
+  wrong_block.block.x = 8192;
+  EXPECT_FALSE(elementwise_f32_cpu(args, wrong_block).is_ok());
 }
 
 TEST(ElementwiseCpu, BadArgumentsThrow) {
