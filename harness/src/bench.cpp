@@ -66,12 +66,12 @@ constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
 struct CaseState {
   SuiteCase c;
   std::vector<std::string> variants;
-  std::vector<detail::VariantInfo> info;  // per variant; graphs' plans once checked
+  std::vector<detail::VariantInfo> info;   // per variant; graphs' plans once checked
   double flop = 0.0;                       // per call; 0 when not counted
   bool checked = false;                    // every ka variant was checked
   std::vector<Disposition> disposition;    // per variant, of the check
   std::vector<detail::CheckResult> check;  // per variant
-  std::vector<char> started;  // a repetition ran; see Note [Interrupting a run]
+  std::vector<char> started;               // a repetition ran; see Note [Interrupting a run]
 
   [[nodiscard]] bool is_reference(std::size_t v) const { return v + 1 == variants.size(); }
 };
@@ -160,7 +160,8 @@ void ensure_checked(Session& s, std::size_t i) {
       cs.check[v] = b.check(v);
       cs.info[v] = b.info(v);
       if (!cs.check[v].correct) {
-        cs.disposition[v] = cs.check[v].refused ? Disposition::kUnsupported : Disposition::kIncorrect;
+        cs.disposition[v] =
+            cs.check[v].refused ? Disposition::kUnsupported : Disposition::kIncorrect;
       }
     } catch (const std::exception& e) {
       cs.disposition[v] = Disposition::kFailed;
@@ -230,7 +231,8 @@ db::ResultRow make_row(const Session& s, const std::string& name, const Outcome&
   r.kernel = info.kernel;
   r.kernel_version = info.kernel_version;
   r.config = info.config;
-  if (!cs.is_reference(o.variant) && cs.checked && cs.disposition[o.variant] != Disposition::kFailed) {
+  if (!cs.is_reference(o.variant) && cs.checked &&
+      cs.disposition[o.variant] != Disposition::kFailed) {
     r.max_abs_error = cs.check[o.variant].max_abs_error;
   }
   r.disposition = o.disposition;
@@ -358,7 +360,8 @@ const Outcome* outcome_of(const Session& s, std::size_t i, const std::string& im
   const auto it = s.outcomes.find(s.benchmark_name(i, impl));
   if (it == s.outcomes.end()) return nullptr;
   const Outcome& o = it->second;
-  const bool ran = !o.per_call_ns.empty() || (o.disposition != Disposition::kOk && o.error != kInterrupted);
+  const bool ran =
+      !o.per_call_ns.empty() || (o.disposition != Disposition::kOk && o.error != kInterrupted);
   return ran ? &o : nullptr;
 }
 
@@ -369,7 +372,8 @@ bool timed(const Outcome* o) {
 // "-", the disposition, or the median in ms, right-aligned to `width`.
 std::string time_cell(const Outcome* o, int width) {
   if (o == nullptr) return fmt::format("{:>{}}", "-", width);
-  if (o->disposition != Disposition::kOk) return fmt::format("{:>{}}", error_label(o->disposition), width);
+  if (o->disposition != Disposition::kOk)
+    return fmt::format("{:>{}}", error_label(o->disposition), width);
   return fmt::format("{:>{}}", fmt_ms(o->summary.median), width);
 }
 
@@ -433,8 +437,9 @@ void print_graph_summary(const Session& s, std::FILE* out) {
     fmt::print(out, "{:<24} {:<22} | {} | {} | {} | {:>8} | {:>8}\n", cs.c.name, cs.c.graph,
                time_cell(fused, 10), time_cell(unfused, 10), time_cell(lt, 11), speedup, ratio);
   }
-  fmt::print(out, "(ka ms = ka with fusion; fusion = unfused time / fused time; ka/lt = libtorch "
-                  "time / ka fused time; > 1 means faster)\n");
+  fmt::print(out,
+             "(ka ms = ka with fusion; fusion = unfused time / fused time; ka/lt = libtorch "
+             "time / ka fused time; > 1 means faster)\n");
   if (fusion_n > 0) {
     fmt::print(out, "geometric mean of the fusion speed-up over {} cases: {:.2f}x\n", fusion_n,
                std::exp(fusion_log / fusion_n));
@@ -446,8 +451,10 @@ void print_graph_summary(const Session& s, std::FILE* out) {
 }
 
 void print_summary(const Session& s, std::FILE* out) {
-  fmt::print(out, "\nka-bench summary: suite '{}', {} threads, hot cache; time = median over "
-                  "repetitions of the mean per-call time\n", s.suite.name, s.options.threads);
+  fmt::print(out,
+             "\nka-bench summary: suite '{}', {} threads, hot cache; time = median over "
+             "repetitions of the mean per-call time\n",
+             s.suite.name, s.options.threads);
   const bool any_gemm = std::any_of(s.cases.begin(), s.cases.end(),
                                     [](const CaseState& cs) { return !cs.c.is_graph(); });
   const bool any_graph = std::any_of(s.cases.begin(), s.cases.end(),
@@ -504,8 +511,9 @@ std::string case_heading(const SuiteCase& c) {
   for (const GraphInput& in : c.inputs) {
     std::string dims;
     for (const auto d : in.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-    inputs += fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims,
-                          in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill));
+    inputs +=
+        fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims,
+                    in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill));
   }
   return fmt::format("{}: graph {} ({}); inputs {}", c.name, c.graph, c.model, inputs);
 }
@@ -519,9 +527,10 @@ std::string case_heading(const SuiteCase& c) {
 int explain_suite(const BenchOptions& options, const Suite& suite, const std::string& path) {
   detail::CaseContext context;
   setup_libtorch(options.threads, context);
-  fmt::print("ka-bench {} --explain: suite '{}' ({} cases) from {}; {} thread(s); each ka variant "
-             "runs once and is checked against libtorch; nothing is timed or stored\n",
-             KA_VERSION, suite.name, suite.cases.size(), path, options.threads);
+  fmt::print(
+      "ka-bench {} --explain: suite '{}' ({} cases) from {}; {} thread(s); each ka variant "
+      "runs once and is checked against libtorch; nothing is timed or stored\n",
+      KA_VERSION, suite.name, suite.cases.size(), path, options.threads);
   bool all_ok = true;
   for (std::size_t i = 0; i < suite.cases.size(); ++i) {
     const SuiteCase& c = suite.cases[i];
@@ -652,10 +661,12 @@ int run_suite(const BenchOptions& options) {
                   [](const SuiteCase& c) { return c.is_graph(); })) {
     // ka's executor and its kernels' heuristics size themselves to the machine; nothing caps
     // them at --threads yet, so say so rather than let the header above claim it.
-    fmt::print(out, "graph cases: ka = ka's runtime with fusion, ka_unfused = one kernel per op, "
-                    "libtorch = the TorchScript interpreter on the same graph; each call runs the "
-                    "whole graph, outputs allocated; ka's graph runs use up to {} threads (its "
-                    "executor takes no thread cap), libtorch {}\n", hw, s.options.threads);
+    fmt::print(out,
+               "graph cases: ka = ka's runtime with fusion, ka_unfused = one kernel per op, "
+               "libtorch = the TorchScript interpreter on the same graph; each call runs the "
+               "whole graph, outputs allocated; ka's graph runs use up to {} threads (its "
+               "executor takes no thread cap), libtorch {}\n",
+               hw, s.options.threads);
   }
 
   if (s.store) {
@@ -719,8 +730,8 @@ int run_suite(const BenchOptions& options) {
   print_summary(s, out);
   bool all_ok = true;
   for (const auto& [name, o] : s.outcomes) {
-    if (o.impl != kImplLibtorch && (o.disposition == Disposition::kIncorrect ||
-                              o.disposition == Disposition::kFailed)) {
+    if (o.impl != kImplLibtorch &&
+        (o.disposition == Disposition::kIncorrect || o.disposition == Disposition::kFailed)) {
       all_ok = false;
     }
   }

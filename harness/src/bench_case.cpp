@@ -25,8 +25,10 @@ std::unique_ptr<BenchCase> make_bench_case(const SuiteCase& c, std::uint64_t see
 
 std::string tolerance_text(const SuiteCase& c) {
   if (c.is_graph()) {
-    return fmt::format("|ka - ref| <= {:g}*rms(ref) + {:g}*|ref| per output (inputs randn, masks "
-                       "0/-1e4)", c.atol, c.rtol);
+    return fmt::format(
+        "|ka - ref| <= {:g}*rms(ref) + {:g}*|ref| per output (inputs randn, masks "
+        "0/-1e4)",
+        c.atol, c.rtol);
   }
   const Tolerance t;
   return fmt::format("|ka - ref| <= {:g}*sqrt(K) + {:g}*|ref| (inputs uniform in [-1, 1))",

@@ -14,9 +14,9 @@
 
 namespace ka::harness::detail {
 
-constexpr const char* kImplKa = "ka";                  ///< ka (with fusion, for graphs).
-constexpr const char* kImplKaUnfused = "ka_unfused";   ///< ka, every graph op its own kernel.
-constexpr const char* kImplLibtorch = "libtorch";      ///< The reference.
+constexpr const char* kImplKa = "ka";                 ///< ka (with fusion, for graphs).
+constexpr const char* kImplKaUnfused = "ka_unfused";  ///< ka, every graph op its own kernel.
+constexpr const char* kImplLibtorch = "libtorch";     ///< The reference.
 
 /// The variants of `c`, each timed as its own benchmark: {ka, libtorch} for op cases,
 /// {ka, ka_unfused, libtorch} for graph cases. The last one is the libtorch reference.
@@ -51,15 +51,15 @@ struct VariantInfo {
   std::string shape_key;  ///< A graph's input shapes for graph cases.
   std::string kernel;     ///< For a graph: its tasks' kernels, joined with " + ".
   int kernel_version = 0;
-  std::string config;     ///< For a graph: its tasks' configs, joined with " | ".
+  std::string config;  ///< For a graph: its tasks' configs, joined with " | ".
   std::string provenance;
   std::vector<TaskInfo> tasks;  ///< Graph ka variants: the plan of the last checked run.
 };
 
 /// What every case of a run shares.
 struct CaseContext {
-  int threads = 1;                  ///< For libtorch, and for ka's GEMM config.
-  std::string libtorch_gemm_kernel; ///< "at::addmm_out (OpenBLAS Haswell)".
+  int threads = 1;                   ///< For libtorch, and for ka's GEMM config.
+  std::string libtorch_gemm_kernel;  ///< "at::addmm_out (OpenBLAS Haswell)".
 };
 
 /// A case's tensors and implementations. Variants are indices into variants_of(case).

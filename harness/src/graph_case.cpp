@@ -75,8 +75,9 @@ bool compare(const at::Tensor& got, const at::Tensor& want, std::size_t index, d
   const at::Tensor diff = (g - w).abs();
   const at::Tensor bad =
       diff.gt(w.abs() * rtol + abs_tol).logical_or(g.isnan().logical_xor(w.isnan()));
-  r.max_abs_error = std::max(
-      r.max_abs_error, diff.nan_to_num(std::numeric_limits<double>::infinity()).max().item<double>());
+  r.max_abs_error =
+      std::max(r.max_abs_error,
+               diff.nan_to_num(std::numeric_limits<double>::infinity()).max().item<double>());
   const auto nbad = bad.sum().item<std::int64_t>();
   if (nbad == 0) return true;
   const std::int64_t first = bad.flatten().nonzero()[0].item<std::int64_t>();
@@ -182,7 +183,8 @@ VariantInfo GraphCase::info(std::size_t v) const {
   VariantInfo info;
   info.op = "graph:" + s.c.graph;
   for (const GraphInput& in : s.c.inputs) {
-    info.shape_key += (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x");
+    info.shape_key +=
+        (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x");
   }
   if (v >= 2) {
     info.kernel = "torch::jit interpreter (one ATen call per node)";

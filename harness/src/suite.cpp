@@ -28,7 +28,8 @@ namespace {
 //   groups:
 //     - model: BERT-base (hidden 768, FFN 3072)
 //       cases:
-//         - {name: bert_qkv_512, op: aten::addmm, M: 512, K: 768, N: 768, dtype: float32, tag: prefill}
+//         - {name: bert_qkv_512, op: aten::addmm, M: 512, K: 768, N: 768, dtype: float32, tag:
+//         prefill}
 //         - {name: bert_ln_512, graph: residual_layer_norm, params: {HIDDEN: 768},
 //            inputs: {x: [512, 768], res: [512, 768], w: [768], b: [768]}}
 // An op case: `name` is optional (default: <op short name>_<M>x<K>x<N>); alpha/beta are
@@ -87,7 +88,6 @@ std::int64_t dimension(const std::string& path, const YAML::Node& c, const char*
   return v;
 }
 
-
 bool is_identifier(const std::string& s) {
   return !s.empty() && (std::isalpha(static_cast<unsigned char>(s[0])) != 0 || s[0] == '_') &&
          std::all_of(s.begin(), s.end(), [](char ch) {
@@ -95,8 +95,10 @@ bool is_identifier(const std::string& s) {
          });
 }
 
-std::map<std::string, GraphTemplate> load_graphs(const std::string& path, const YAML::Node& graphs) {
-  if (!graphs.IsMap()) fail(path, graphs.Mark(), "'graphs' must be a mapping of name to TorchScript IR");
+std::map<std::string, GraphTemplate> load_graphs(const std::string& path,
+                                                 const YAML::Node& graphs) {
+  if (!graphs.IsMap())
+    fail(path, graphs.Mark(), "'graphs' must be a mapping of name to TorchScript IR");
   std::map<std::string, GraphTemplate> out;
   for (const auto& kv : graphs) {
     const auto name = kv.first.as<std::string>();
@@ -104,7 +106,8 @@ std::map<std::string, GraphTemplate> load_graphs(const std::string& path, const 
       fail(path, kv.first.Mark(), "graph name '" + name + "' may only hold letters, digits and _");
     }
     if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
-      fail(path, kv.second.Mark(), "graph '" + name + "' must be TorchScript IR text (use a block scalar: |)");
+      fail(path, kv.second.Mark(),
+           "graph '" + name + "' must be TorchScript IR text (use a block scalar: |)");
     }
     out[name] = GraphTemplate{kv.second.Scalar(), kv.first.Mark().line + 1};
   }
@@ -123,12 +126,14 @@ std::string instantiate(const std::string& path, const YAML::Node& c, const std:
     const std::size_t end = t.ir.find('}', at);
     const std::string name = end == std::string::npos ? "" : t.ir.substr(at + 2, end - at - 2);
     if (!is_identifier(name)) {
-      fail_at_line(path, t.line, "graph '" + graph + "' has a malformed placeholder near '" +
-                                     t.ir.substr(at, 20) + "' (expected ${NAME})");
+      fail_at_line(path, t.line,
+                   "graph '" + graph + "' has a malformed placeholder near '" +
+                       t.ir.substr(at, 20) + "' (expected ${NAME})");
     }
     const auto it = params.find(name);
     if (it == params.end()) {
-      fail(path, c.Mark(), "graph '" + graph + "' uses ${" + name + "} but the case's 'params' do not set " + name);
+      fail(path, c.Mark(),
+           "graph '" + graph + "' uses ${" + name + "} but the case's 'params' do not set " + name);
     }
     out.append(t.ir, pos, at - pos);
     out += std::to_string(it->second);
@@ -150,7 +155,8 @@ InputFill parse_fill(const std::string& path, const YAML::Node& node, const std:
   for (const InputFill f : {InputFill::kRandn, InputFill::kMask, InputFill::kCausal}) {
     if (fill == to_string(f)) return f;
   }
-  fail(path, node.Mark(), "bad fill '" + fill + "' for input '" + input + "' (randn, mask or causal)");
+  fail(path, node.Mark(),
+       "bad fill '" + fill + "' for input '" + input + "' (randn, mask or causal)");
 }
 
 GraphInput graph_input(const std::string& path, const std::string& name, const YAML::Node& node) {
@@ -168,7 +174,8 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
     in.fill = InputFill::kMask;
   }
   if (!shape.IsSequence()) {
-    fail(path, shape.Mark(), "the shape of input '" + name + "' must be a list of sizes, e.g. [512, 768]");
+    fail(path, shape.Mark(),
+         "the shape of input '" + name + "' must be a list of sizes, e.g. [512, 768]");
   }
   if (shape.size() > 8) fail(path, shape.Mark(), "input '" + name + "' has more than 8 dimensions");
   double numel = 1.0;
@@ -177,12 +184,14 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
     try {
       v = d.as<std::int64_t>();
     } catch (const YAML::Exception&) {
-      fail(path, d.Mark(), "bad size '" + (d.IsScalar() ? d.Scalar() : std::string("?")) +
-                               "' in the shape of input '" + name + "'");
+      fail(path, d.Mark(),
+           "bad size '" + (d.IsScalar() ? d.Scalar() : std::string("?")) +
+               "' in the shape of input '" + name + "'");
     }
     if (v < 0 || v > (std::int64_t{1} << 24)) {
-      fail(path, d.Mark(), "size " + std::to_string(v) + " in the shape of input '" + name +
-                               "' is out of range (0 .. 16777216)");
+      fail(path, d.Mark(),
+           "size " + std::to_string(v) + " in the shape of input '" + name +
+               "' is out of range (0 .. 16777216)");
     }
     in.shape.push_back(v);
     numel *= static_cast<double>(v);
@@ -208,9 +217,11 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
   if (tmpl == suite.graphs.end()) {
     std::vector<std::string> names;
     for (const auto& kv : suite.graphs) names.push_back(kv.first);
-    fail(path, c["graph"].Mark(), "unknown graph '" + sc.graph + "' (" +
-                                      (names.empty() ? std::string("the suite has no 'graphs'")
-                                                     : "the suite's graphs: " + join(names)) + ")");
+    fail(path, c["graph"].Mark(),
+         "unknown graph '" + sc.graph + "' (" +
+             (names.empty() ? std::string("the suite has no 'graphs'")
+                            : "the suite's graphs: " + join(names)) +
+             ")");
   }
   if (const YAML::Node params = c["params"]) {
     if (!params.IsMap()) fail(path, params.Mark(), "'params' must be a mapping of NAME: integer");
@@ -219,8 +230,9 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
       try {
         sc.params[name] = kv.second.as<std::int64_t>();
       } catch (const YAML::Exception&) {
-        fail(path, kv.second.Mark(), "bad value '" + (kv.second.IsScalar() ? kv.second.Scalar() : "?") +
-                                         "' for param '" + name + "' (an integer)");
+        fail(path, kv.second.Mark(),
+             "bad value '" + (kv.second.IsScalar() ? kv.second.Scalar() : "?") + "' for param '" +
+                 name + "' (an integer)");
       }
     }
   }
@@ -230,40 +242,47 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
   try {
     torch::jit::parseIR(sc.ir, graph.get());
   } catch (const c10::Error& e) {
-    fail(path, c["graph"].Mark(), "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
-                                      ") does not parse: " + e.what_without_backtrace());
+    fail(path, c["graph"].Mark(),
+         "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
+             ") does not parse: " + e.what_without_backtrace());
   } catch (const std::exception& e) {
-    fail(path, c["graph"].Mark(), "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
-                                      ") does not parse: " + e.what());
+    fail(path, c["graph"].Mark(),
+         "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
+             ") does not parse: " + e.what());
   }
 
   const YAML::Node inputs = c["inputs"];
   if (!inputs || !inputs.IsMap()) {
-    fail(path, inputs ? inputs.Mark() : c.Mark(), "a graph case needs 'inputs': a mapping of input name to shape");
+    fail(path, inputs ? inputs.Mark() : c.Mark(),
+         "a graph case needs 'inputs': a mapping of input name to shape");
   }
   std::vector<std::string> graph_inputs;
   for (const torch::jit::Value* v : graph->inputs()) graph_inputs.push_back(v->debugName());
   for (const auto& kv : inputs) {
     const auto name = kv.first.as<std::string>();
     if (std::find(graph_inputs.begin(), graph_inputs.end(), name) == graph_inputs.end()) {
-      fail(path, kv.first.Mark(), "graph '" + sc.graph + "' has no input '" + name +
-                                      "' (its inputs: " + join(graph_inputs) + ")");
+      fail(path, kv.first.Mark(),
+           "graph '" + sc.graph + "' has no input '" + name +
+               "' (its inputs: " + join(graph_inputs) + ")");
     }
   }
   for (const torch::jit::Value* v : graph->inputs()) {
     const std::string name = v->debugName();
     if (v->type()->kind() != c10::TypeKind::TensorType) {
-      fail_at_line(path, tmpl->second.line, "graph '" + sc.graph + "': input %" + name + " is a " +
-                                                v->type()->str() + "; graph inputs must be Tensors");
+      fail_at_line(path, tmpl->second.line,
+                   "graph '" + sc.graph + "': input %" + name + " is a " + v->type()->str() +
+                       "; graph inputs must be Tensors");
     }
     const YAML::Node shape = inputs[name];
-    if (!shape) fail(path, inputs.Mark(), "missing input '" + name + "' of graph '" + sc.graph + "'");
+    if (!shape)
+      fail(path, inputs.Mark(), "missing input '" + name + "' of graph '" + sc.graph + "'");
     sc.inputs.push_back(graph_input(path, name, shape));
   }
 
   if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
   if (sc.dtype != "float32") {
-    fail(path, c["dtype"].Mark(), "dtype '" + sc.dtype + "' is not supported for graph cases (float32 only)");
+    fail(path, c["dtype"].Mark(),
+         "dtype '" + sc.dtype + "' is not supported for graph cases (float32 only)");
   }
   if (c["tag"]) sc.tag = scalar<std::string>(path, c, "tag", "case");
   for (const char* key : {"rtol", "atol"}) {
@@ -290,9 +309,12 @@ bool looks_like_path(const std::string& s) {
 
 const char* to_string(InputFill fill) noexcept {
   switch (fill) {
-    case InputFill::kRandn: return "randn";
-    case InputFill::kMask: return "mask";
-    case InputFill::kCausal: return "causal";
+    case InputFill::kRandn:
+      return "randn";
+    case InputFill::kMask:
+      return "mask";
+    case InputFill::kCausal:
+      return "causal";
   }
   return "?";
 }
@@ -364,9 +386,11 @@ Suite load_suite_file(const std::string& path) {
   }
   std::set<std::string> seen;
   auto add_case = [&](const std::string& file, const YAML::Node& c, SuiteCase sc) {
-    const bool name_ok = !sc.name.empty() && std::all_of(sc.name.begin(), sc.name.end(), [](char ch) {
-      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
-    });
+    const bool name_ok =
+        !sc.name.empty() && std::all_of(sc.name.begin(), sc.name.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' ||
+                 ch == '.';
+        });
     if (!name_ok) {
       fail(file, c.Mark(), "case name '" + sc.name + "' may only hold letters, digits, _ - .");
     }

@@ -125,7 +125,6 @@ TEST(Suite, ShippedMatmulSuiteCoversTheRealModelShapes) {
   EXPECT_NO_THROW(load_suite_file(find_suite_file("smoke", KA_TEST_SUITES_DIR)));
 }
 
-
 const char* kGraphSuite = R"(suite: graphs
 graphs:
   ln: |
@@ -198,43 +197,62 @@ groups:
     const char* message;
   };
   const Bad cases[] = {
-      {"unknown_graph", head + "      - {name: c, graph: h, params: {ONE: 1}, inputs: {a: [2], b: [2]}}\n",
+      {"unknown_graph",
+       head + "      - {name: c, graph: h, params: {ONE: 1}, inputs: {a: [2], b: [2]}}\n",
        ":11:", "unknown graph 'h' (the suite's graphs: g)"},
       {"missing_input", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [2]}}\n",
        ":11:", "missing input 'b' of graph 'g'"},
-      {"extra_input", head + "      - {name: c, graph: g, params: {ONE: 1},\n         inputs: {a: [2], b: [2], z: [3]}}\n",
+      {"extra_input",
+       head + "      - {name: c, graph: g, params: {ONE: 1},\n         inputs: {a: [2], b: [2], z: "
+              "[3]}}\n",
        ":12:", "graph 'g' has no input 'z' (its inputs: a, b)"},
-      {"bad_shape", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [2, x], b: [2]}}\n",
+      {"bad_shape",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [2, x], b: [2]}}\n",
        ":11:", "bad size 'x' in the shape of input 'a'"},
-      {"shape_not_list", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: 2, b: [2]}}\n",
+      {"shape_not_list",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: 2, b: [2]}}\n",
        ":11:", "the shape of input 'a' must be a list"},
-      {"negative_dim", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [-2], b: [2]}}\n",
+      {"negative_dim",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [-2], b: [2]}}\n",
        ":11:", "out of range"},
-      {"bad_fill", head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], fill: ones}, b: [2]}}\n",
+      {"bad_fill",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], fill: ones}, "
+              "b: [2]}}\n",
        ":11:", "bad fill 'ones' for input 'a'"},
       {"unset_param", head + "      - {name: c, graph: g, inputs: {a: [2], b: [2]}}\n",
        ":11:", "uses ${ONE} but the case's 'params' do not set ONE"},
-      {"unused_param", head + "      - {name: c, graph: g, params: {ONE: 1, TWO: 2}, inputs: {a: [2], b: [2]}}\n",
+      {"unused_param",
+       head + "      - {name: c, graph: g, params: {ONE: 1, TWO: 2}, inputs: {a: [2], b: [2]}}\n",
        ":11:", "param 'TWO' is not used by graph 'g'"},
-      {"bad_param", head + "      - {name: c, graph: g, params: {ONE: one}, inputs: {a: [2], b: [2]}}\n",
+      {"bad_param",
+       head + "      - {name: c, graph: g, params: {ONE: one}, inputs: {a: [2], b: [2]}}\n",
        ":11:", "bad value 'one' for param 'ONE'"},
       {"no_name", head + "      - {graph: g, params: {ONE: 1}, inputs: {a: [2], b: [2]}}\n",
        ":11:", "a graph case needs a 'name'"},
-      {"op_key", head + "      - {name: c, graph: g, op: aten::mm, params: {ONE: 1}, inputs: {a: [2], b: [2]}}\n",
+      {"op_key",
+       head + "      - {name: c, graph: g, op: aten::mm, params: {ONE: 1}, inputs: {a: [2], b: "
+              "[2]}}\n",
        ":11:", "unknown key 'op' in a graph case"},
       {"no_inputs", head + "      - {name: c, graph: g, params: {ONE: 1}}\n",
        ":11:", "a graph case needs 'inputs'"},
-      {"bad_ir", "suite: x\ngraphs:\n  g: |\n    graph(%a : Tensor):\n      %c : Tensor = aten::add(%a, %zz)\n      return (%c)\n"
-                 "groups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: [2]}}\n",
+      {"bad_ir",
+       "suite: x\ngraphs:\n  g: |\n    graph(%a : Tensor):\n      %c : Tensor = aten::add(%a, "
+       "%zz)\n      return (%c)\n"
+       "groups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: [2]}}\n",
        ":10:", "graph 'g' (line 3) does not parse"},
-      {"no_graphs", "suite: x\ngroups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: [2]}}\n",
+      {"no_graphs",
+       "suite: x\ngroups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: "
+       "[2]}}\n",
        ":5:", "unknown graph 'g' (the suite has no 'graphs')"},
-      {"graph_not_text", "suite: x\ngraphs:\n  g: [1, 2]\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, M: 1, K: 1, N: 1}\n",
+      {"graph_not_text",
+       "suite: x\ngraphs:\n  g: [1, 2]\ngroups:\n  - model: m\n    cases:\n      - {op: aten::mm, "
+       "M: 1, K: 1, N: 1}\n",
        ":3:", "graph 'g' must be TorchScript IR text"},
   };
   for (const Bad& b : cases) {
     const std::string err = load_error(b.name, b.text);
-    EXPECT_NE(err.find("ka_suite_test_" + std::string(b.name) + ".yaml" + b.line), std::string::npos)
+    EXPECT_NE(err.find("ka_suite_test_" + std::string(b.name) + ".yaml" + b.line),
+              std::string::npos)
         << b.name << ": " << err;
     EXPECT_NE(err.find(b.message), std::string::npos) << b.name << ": " << err;
   }
