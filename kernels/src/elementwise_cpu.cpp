@@ -28,7 +28,9 @@ namespace ka::kernels {
 // than with AVX2. The chunk loops are therefore compiled three times with GCC's target_clones
 // (x86-64-v4 = AVX-512, x86-64-v3 = AVX2+FMA, baseline) and an ifunc picks one per CPU when the
 // program loads; calls go through one indirect jump per chunk of 256 elements.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// TSan instruments the ifunc resolvers, which run during relocation before its runtime is up
+// (a crash at startup), so sanitized-for-threads builds keep the baseline loops.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define KA_EW_TARGET_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
