@@ -164,6 +164,9 @@ void CpuExecutor::finish(Node& node) {
     if (node.error && !d->error) d->error = node.error;
     if (--d->pending == 0) now_ready.push_back(d);
   }
+  // A node whose blocks were all handed out may still sit in ready_ (pick_ready prunes
+  // lazily): drop it before it is freed.
+  ready_.erase(std::remove(ready_.begin(), ready_.end(), &node), ready_.end());
   const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
                                [&](const auto& p) { return p.get() == &node; });
   KA_ASSERT(it != in_flight_.end(), "finished task ", node.task.id, " is not in flight");

@@ -160,6 +160,27 @@ TEST(CpuExecutor, ManyTasksOnOneBufferRunInSubmissionOrder) {
   for (float v : x) EXPECT_EQ(v, 19.0F);
 }
 
+TEST(CpuExecutor, FinishedSingleBlockTasksLeaveNoDanglingReadyEntries) {
+  // A one-block task is finished (and freed) right after its block: the ready list must not
+  // keep it (the ASan build turns a dangling entry into a use-after-free report).
+  CpuExecutor ex(2);
+  std::atomic<int> clock{0};
+  std::vector<std::vector<float>> bufs(64, std::vector<float>(1, 0.0F));
+  std::vector<Stamps> stamps(bufs.size() * 4);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<KernelTask> batch;
+    for (std::size_t i = 0; i < bufs.size(); ++i) {
+      Stamps& st = stamps[static_cast<std::size_t>(round) * bufs.size() + i];
+      batch.push_back(probe_task({&clock, &st.start, &st.end, &bufs[i], static_cast<float>(round), 0},
+                                 1, 1, {range_of(bufs[i], Access::kReadWrite)}, "one block"));
+    }
+    ex.submit_batch(std::move(batch));
+  }
+  ex.wait_all();
+  for (const auto& b : bufs) EXPECT_EQ(b[0], 3.0F);
+  EXPECT_EQ(ex.in_flight(), 0U);
+}
+
 TEST(CpuExecutor, RejectsTasksForOtherDevices) {
   CpuExecutor ex(1);
   KernelTask t;
