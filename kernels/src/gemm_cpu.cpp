@@ -26,8 +26,11 @@ namespace ka::kernels {
 // micro-kernel always sees full slivers and any input strides (transposed views) cost nothing
 // extra. The output is first set to beta * bias (or 0), then every K block adds
 // alpha * A_block * B_block. Edge micro-tiles go through a small local buffer.
-// This is "reasonably blocked", not yet tuned: a later issue adds shared B panels, split-K
-// and a skinny-M path.
+// The epilogue (an activation) runs on each column strip of a tile right after the last K
+// block has finished it, while it is in L1; a bmm is the same tiles with the batch index as
+// the outermost part of the block number (grid = batch x tiles), operands offset by the batch
+// strides. The job (TileJob/SkinnyJob) holds raw operands, so a prepared CpuLaunch does not
+// refer to the AddmmArgs.
 
 namespace {
 
