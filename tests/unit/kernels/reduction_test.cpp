@@ -87,6 +87,12 @@ TEST(SoftmaxCpu, EveryDimOfA3dTensor) {
   // Long rows (many chunks, the running max grows across them).
   const at::Tensor ramp = at::linspace(-20, 40, 5000).reshape({2, 2500});
   expect_close(run_softmax(ramp, 1, config(1, 1)), at::softmax(ramp, 1), 1e-5, 1e-8, "ramp");
+  // Rows past 1024 chunks keep x and take a second exp in the normalize pass.
+  const at::Tensor longest = at::randn({2, 300000}) * 4;
+  // (against a double reference: ATen's float sum over 300000 terms is off by ~1e-4 relative)
+  expect_close(run_softmax(longest, 1, config(1, 2)),
+               at::softmax(longest.to(at::kDouble), 1).to(at::kFloat), 1e-5, 1e-9,
+               "rows of 300000");
 }
 
 TEST(SoftmaxCpu, ScaleAndMaskPrologue) {
