@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--db", options.db_path, "SQLite database for the results")->capture_default_str();
   app.add_flag("--no-db", no_db, "do not write results to a database");
   app.add_option("-t,--threads", options.threads,
-                 "threads for ka and libtorch alike (0 = all logical cores)")
+                 "threads for libtorch and for ka's GEMM cases (0 = all logical cores); ka's "
+                 "graph runs use all cores")
       ->capture_default_str();
   app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
       ->capture_default_str();

@@ -12,7 +12,7 @@ struct BenchOptions {
   std::string suites_dir;    ///< Extra folder searched first for suite names.
   std::string db_path = "ka.db";
   bool write_db = true;
-  int threads = 0;           ///< Threads for ka and libtorch alike; 0 = all logical cores.
+  int threads = 0;           ///< libtorch's and ka GEMM cases' threads; 0 = all logical cores.
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
   double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
   bool explain = false;      ///< Print each case's plan instead of benchmarking.
