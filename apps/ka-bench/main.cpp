@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   app.add_flag("--explain", options.explain,
                "with --suite: run each case's ka variants once (checked against libtorch) and "
                "print the fusion groups, kernels and versions, shape keys, configs with "
-               "provenance and task dependencies, then exit; nothing is timed or stored");
+               "provenance and task dependencies, then exit; nothing is timed or stored "
+               "(--benchmark_filter=REGEX selects cases)");
   app.add_option("--dump-dispatch", dump_dispatch,
                  "print the dispatcher's registration state and computed kernel table of an "
                  "operator ka serves (e.g. aten::addmm) and exit");

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <regex>
 #include <thread>
 
 #ifndef KA_VERSION
@@ -523,8 +524,18 @@ std::string case_heading(const SuiteCase& c) {
 // ran: for graphs, the extractor's plan (fusion groups, kernels, configs with provenance,
 // dependencies); for GEMMs, the kernel and configuration. It times nothing and writes no
 // database: a plan is a property of the shapes, and a benchmark run stores its kernels and
-// configs anyway. Exit 1 when a ka variant failed or was incorrect.
+// configs anyway. --benchmark_filter=REGEX selects the cases with a benchmark name
+// (suite/case/variant) it matches, as in a benchmark run. Exit 1 when a ka variant failed or
+// was incorrect.
 int explain_suite(const BenchOptions& options, const Suite& suite, const std::string& path) {
+  const std::string filter = flag_value(options.benchmark_flags, "benchmark_filter");
+  std::regex filter_re;
+  try {
+    filter_re = std::regex(filter.empty() ? "." : filter);
+  } catch (const std::regex_error& e) {
+    KA_THROW(ValueError, "--benchmark_filter='", filter,
+             "' is not a regular expression: ", e.what());
+  }
   detail::CaseContext context;
   setup_libtorch(options.threads, context);
   fmt::print(
@@ -532,9 +543,16 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
       "runs once and is checked against libtorch; nothing is timed or stored\n",
       KA_VERSION, suite.name, suite.cases.size(), path, options.threads);
   bool all_ok = true;
+  int explained = 0;
   for (std::size_t i = 0; i < suite.cases.size(); ++i) {
     const SuiteCase& c = suite.cases[i];
     const auto variants = detail::variants_of(c);
+    if (std::none_of(variants.begin(), variants.end(), [&](const std::string& v) {
+          return std::regex_search(suite.name + "/" + c.name + "/" + v, filter_re);
+        })) {
+      continue;
+    }
+    ++explained;
     fmt::print("\n{}\n", case_heading(c));
     std::unique_ptr<detail::BenchCase> b;
     try {
@@ -581,6 +599,7 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
     fmt::print("  {}: {}\n", variants.back(), b->info(variants.size() - 1).kernel);
   }
   std::fflush(stdout);
+  KA_CHECK(explained > 0, "no case matched --benchmark_filter");
   return all_ok ? 0 : 1;
 }
 

@@ -158,6 +158,13 @@ case "$case_name" in
     grep -q "INCORRECT\|FAILED" "$tmp/out" && fail "a ka variant was not correct"
     grep -q "Benchmark" "$tmp/out" && fail "--explain must not benchmark"
     [ ! -e "$tmp/ka.db" ] || fail "--explain wrote a database"
+    # --benchmark_filter selects the cases to explain, as it selects benchmarks.
+    "$ka_bench" --suite fused --explain --benchmark_filter=gpt2_mlp >"$tmp/out" 2>"$tmp/err" || fail "filtered --explain exit $?"
+    [ "$(grep -c ": graph " "$tmp/out")" = "1" ] || fail "--benchmark_filter=gpt2_mlp explained $(grep -c ": graph " "$tmp/out") cases"
+    grep -q "^gpt2_mlp_1024: graph mlp_gelu_tanh " "$tmp/out" || fail "filtered --explain lacks gpt2_mlp_1024"
+    "$ka_bench" --suite fused --explain --benchmark_filter=nothing_matches >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "--explain with a filter matching nothing: expected exit 2"
+    grep -q "no case matched --benchmark_filter" "$tmp/err" || fail "no-match message"
     # GEMM cases explain their kernel and configuration.
     "$ka_bench" --suite smoke --explain >"$tmp/out" 2>"$tmp/err" || fail "smoke --explain exit $?"
     grep -qE "^  ka: kernel gemm_f32_blocked\[.*\] v[0-9]+, shape key .*, config grid=.*, provenance heuristic; correct" "$tmp/out" || fail "GEMM explanation"
