@@ -38,4 +38,59 @@ Summary summarize(std::vector<double> samples) {
   return s;
 }
 
+double quantile_sorted(const std::vector<double>& sorted, double q) {
+  KA_CHECK(!sorted.empty(), "quantile_sorted: no samples");
+  KA_CHECK(q >= 0.0 && q <= 1.0, "quantile_sorted: q must lie in [0, 1], got ", q);
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return sorted[lo] + frac * (sorted[hi] - sorted[lo]);
+}
+
+MedianInterval median_ci95(const std::vector<double>& sorted) {
+  KA_CHECK(!sorted.empty(), "median_ci95: no samples");
+  const std::size_t n = sorted.size();
+  // B, the number of samples below the true median, is Binomial(n, 1/2); the interval
+  // [x_(l), x_(n+1-l)] covers the median with probability 1 - 2 P(B <= l - 1). Find the largest
+  // l whose tail stays within 2.5%, summing the pmf in log space so large n cannot underflow.
+  const double log_half_n = -static_cast<double>(n) * std::log(2.0);
+  const double log_n_fact = std::lgamma(static_cast<double>(n) + 1.0);
+  double tail = 0.0;  // P(B <= l - 1)
+  std::size_t l = 0;
+  while (l < n / 2) {
+    const auto i = static_cast<double>(l);
+    const double pmf = std::exp(log_n_fact - std::lgamma(i + 1.0) -
+                                std::lgamma(static_cast<double>(n) - i + 1.0) + log_half_n);
+    if (tail + pmf > 0.025) break;
+    tail += pmf;
+    ++l;
+  }
+  MedianInterval out;
+  if (l == 0) {
+    out.low = -INFINITY;
+    out.high = INFINITY;
+    return out;
+  }
+  out.low = sorted[l - 1];
+  out.high = sorted[n - l];
+  return out;
+}
+
+Outliers tukey_outliers(std::vector<double> samples, double k) {
+  Outliers out;
+  // Quartiles of three samples or fewer say nothing about the tails.
+  if (samples.size() < 4) return out;
+  std::sort(samples.begin(), samples.end());
+  const double q1 = quantile_sorted(samples, 0.25);
+  const double q3 = quantile_sorted(samples, 0.75);
+  out.lower_fence = q1 - k * (q3 - q1);
+  out.upper_fence = q3 + k * (q3 - q1);
+  for (const double v : samples) {
+    if (v < out.lower_fence) ++out.low;
+    if (v > out.upper_fence) ++out.high;
+  }
+  return out;
+}
+
 }  // namespace ka::profiler
