@@ -54,7 +54,9 @@ std::string cupti_result_text(CUptiResult result) {
   std::string text = name;
 #if CUPTI_API_VERSION >= 130000
   const char* message = nullptr;
-  if (cuptiGetErrorMessage(result, &message) == CUPTI_SUCCESS && message != nullptr) {
+  // Some results have no description beyond their name; do not say it twice.
+  if (cuptiGetErrorMessage(result, &message) == CUPTI_SUCCESS && message != nullptr &&
+      text != message) {
     text += ": ";
     text += message;
   }

@@ -204,6 +204,27 @@ TEST(CuptiProfiler, UnstartedProfilerIsEmpty) {
   CuptiProfiler::pop_task();  // Unbalanced pop: ignored.
 }
 
+TEST(CuptiProfiler, StartEitherWorksOrSaysWhy) {
+  // Without a GPU (as on CI), CUPTI refuses to enable activity; that must be a reason, not an
+  // exception, and must leave the process free to start a profiler later.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    CuptiProfiler profiler;
+    const Status s = profiler.start();
+    if (s.is_ok()) {
+      EXPECT_TRUE(profiler.started());
+      profiler.stop();
+      EXPECT_FALSE(profiler.started());
+    } else {
+      EXPECT_FALSE(profiler.started());
+      const bool explained = s.reason().find("CUPTI call failed: ") != std::string::npos ||
+                             s.reason().find("CUPTI not compiled") != std::string::npos;
+      EXPECT_TRUE(explained) << s.reason();
+      EXPECT_EQ(s.reason().find("another CuptiProfiler"), std::string::npos)
+          << "a failed start must not leave the profiler registered";
+    }
+  }
+}
+
 TEST(CuptiProfiler, StubSaysCuptiIsNotCompiled) {
   if (CuptiProfiler::compiled()) GTEST_SKIP() << "CUPTI is compiled; the stub is not built";
   CuptiProfiler profiler;
