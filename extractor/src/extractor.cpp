@@ -931,6 +931,71 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
   }
 }
 
+struct PreparedCall::State {
+  ParamBuffer buffer;
+  Packed packed;
+  kernels::CpuLaunch launch;
+};
+
+PreparedCall::PreparedCall() : state_(std::make_unique<State>()) {}
+PreparedCall::~PreparedCall() = default;
+
+void PreparedCall::run() const {
+  KA_CHECK(status_.is_ok(), "PreparedCall::run: ", kernel_->name, " cannot run ", key_.str(),
+           " with ", config_.str(), ": ", status_.reason());
+  const kernels::CpuLaunch& launch = state_->launch;
+  if (launch.blocks == 1 || launch.threads <= 1) {
+    for (std::int64_t b = 0; b < launch.blocks; ++b) launch.run_block(b);
+  } else {
+    kernels::run_on_pool(launch);
+  }
+}
+
+c10::IValue PreparedCall::result() const { return c10::IValue(state_->packed.result); }
+
+std::unique_ptr<PreparedCall> Extractor::prepare_call(OpHandle op, const c10::IValue* args,
+                                                      std::size_t num_args,
+                                                      const LaunchConfig* point) {
+  KA_CHECK(op.valid(), "Extractor::prepare_call: invalid OpHandle");
+  const OpSpec& spec = *op.spec();
+  KA_CHECK(num_args == static_cast<std::size_t>(spec.num_args), spec.signature, ": expected ",
+           spec.num_args, " arguments, got ", num_args);
+  std::array<const c10::IValue*, 8> ptrs{};
+  for (std::size_t i = 0; i < num_args; ++i) ptrs[i] = &args[i];
+  const NodeArgs node{&spec, ptrs.data(), static_cast<int>(num_args), -1};
+  const GroupArgs group{FusionKind::kNone, &node, 1};
+  const Device device = detail::group_device(group);
+  KA_CHECK_TYPE(NotImplementedError, device.type == DeviceType::kCPU, spec.signature,
+                ": prepared calls run on the CPU; the arguments are on ", device.str());
+  const KernelEntry& entry = impl_->entry_for(spec, device);
+  std::unique_ptr<PreparedCall> call(new PreparedCall());
+  PreparedCall::State& st = *call->state_;
+  detail::pack_group(group, st.buffer, st.packed);
+  const kernels::KernelDescriptor& d = *entry.descriptor;
+  call->kernel_ = &d;
+  call->key_ = shape_key_of(st.packed);
+  call->lookup_op_ = st.packed.lookup_op;
+  call->default_config_ = d.default_config(call->key_);
+  if (point == nullptr) {
+    call->config_ = call->default_config_;
+  } else {
+    if (Status s = d.space.check(*point); !s) {
+      call->status_ = std::move(s);
+      call->config_ = *point;
+      return call;
+    }
+    call->config_ = d.complete ? d.complete(call->key_, *point) : *point;
+  }
+  if (d.can_run) {
+    if (Status s = d.can_run(call->key_, call->config_); !s) {
+      call->status_ = std::move(s);
+      return call;
+    }
+  }
+  call->status_ = entry.launchers.prepare_cpu(st.packed.args, call->config_, st.launch);
+  return call;
+}
+
 std::string Extractor::dump_extraction_context() const {
   using nlohmann::json;
   const ExtractionContext& last = t_last;

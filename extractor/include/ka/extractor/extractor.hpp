@@ -76,6 +76,44 @@ struct TaskPlan {
   std::vector<std::uint64_t> dependencies;
 };
 
+/// One call extracted once and runnable many times with a chosen configuration: what the
+/// tuner times. The arguments are packed and the output allocated when it is made; run()
+/// executes the prepared grid again (same output). Made by Extractor::prepare_call.
+class PreparedCall {
+ public:
+  ~PreparedCall();
+  PreparedCall(const PreparedCall&) = delete;
+  PreparedCall& operator=(const PreparedCall&) = delete;
+
+  /// Ok when the kernel accepted the configuration; otherwise why not (nothing to run).
+  [[nodiscard]] const Status& status() const noexcept { return status_; }
+  [[nodiscard]] const kernels::KernelDescriptor& kernel() const noexcept { return *kernel_; }
+  /// The kernel-facing shape key (what tuned rows are stored under, with lookup_op()).
+  [[nodiscard]] const ShapeKey& shape_key() const noexcept { return key_; }
+  /// The name table rows for this call are stored under (the signature or fusion pattern).
+  [[nodiscard]] const std::string& lookup_op() const noexcept { return lookup_op_; }
+  /// The complete configuration that runs (grid and block derived for the shape).
+  [[nodiscard]] const LaunchConfig& config() const noexcept { return config_; }
+  /// The configuration the kernel's heuristic picks for this shape.
+  [[nodiscard]] const LaunchConfig& default_config() const noexcept { return default_config_; }
+  /// Runs the call once more. Throws ka::ValueError when status() is not ok.
+  void run() const;
+  /// The output the runs write.
+  [[nodiscard]] c10::IValue result() const;
+
+ private:
+  friend class Extractor;
+  PreparedCall();
+  struct State;
+  std::unique_ptr<State> state_;
+  Status status_ = Status::ok();
+  const kernels::KernelDescriptor* kernel_ = nullptr;
+  ShapeKey key_;
+  std::string lookup_op_;
+  LaunchConfig config_;
+  LaunchConfig default_config_;
+};
+
 /// The ExtractorAgent (DESIGN.md §5): validate → fusion analysis → kernel lookup → argument
 /// packing + MemRange analysis → launch configuration → assemble and submit. Kernels come
 /// from per-device KernelRegistry objects (ka's built-in kernels are registered by the
@@ -112,6 +150,12 @@ class Extractor {
   /// allocated, the task assembled and its grid prepared) except running the task. The
   /// returned tensor is allocated but not written.
   c10::IValue extract_only(OpHandle op, const c10::IValue* args, std::size_t num_args);
+  /// Extracts one CPU call for repeated runs with tunable point `point` (params only; the
+  /// kernel completes grid and block for the shape), or with the kernel's default when
+  /// `point` is null. Errors as call(); a point the kernel cannot run gives a PreparedCall
+  /// whose status() says why.
+  std::unique_ptr<PreparedCall> prepare_call(OpHandle op, const c10::IValue* args,
+                                             std::size_t num_args, const LaunchConfig* point);
 
   /// Extracts a whole graph (with fusion unless disabled), submits every task to the CPU
   /// executor (independent tasks overlap), waits, and stores results in graph.values.

@@ -1,0 +1,153 @@
+// ka-tune: sweep a kernel's launch configurations per operator shape; store every trial and
+// the winners (the recommendation table the extractor consults).
+#include <ka/core/error.hpp>
+#include <ka/core/logging.hpp>
+#include <ka/harness/suite.hpp>
+#include <ka/profiler/measure.hpp>
+#include <ka/tuner/search.hpp>
+#include <ka/tuner/tune.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+int fail(int code, const std::string& what) {
+  std::fprintf(stderr, "ka-tune: error: %s\n", what.c_str());
+  return code;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ka::tuner::TuneOptions o;
+  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
+  CLI::App app{
+      "ka-tune: find the best launch configuration of ka's kernel for each shape of an op.\n"
+      "Every configuration of the kernel's tunable space that the strategy proposes is run\n"
+      "through ka's extractor, checked against libtorch, timed (median, repetitions until the\n"
+      "CI95 half-width is within --target-ci of it or the per-config budget ends; hot cache)\n"
+      "and stored in the database as it lands; an interrupted sweep (even kill -9) resumes\n"
+      "where it stopped when run again. The best candidates are re-measured until the winner\n"
+      "is separated from the runner-up at 95% (else the default wins a tie); winners go to the\n"
+      "recommendation table (load it with KA_TUNED_TABLE=<db>).",
+      "ka-tune"};
+  std::string shapes;
+  std::string suite;
+  std::string suites_dir;
+  bool replay = false;
+  bool list = false;
+  bool verbose = false;
+  bool quiet = false;
+  double tolerance = 0.03;
+  app.add_option("--op", o.op, "exact operator overload: aten::mm, aten::addmm or aten::bmm");
+  app.add_option("--shapes", shapes, "comma-separated shapes: MxKxN (mm, addmm) or BxMxKxN (bmm)");
+  app.add_option("--suite", suite, "take the shapes of --op's cases from this suite (e.g. matmul)");
+  app.add_option("--suites-dir", suites_dir, "extra folder searched first for suites");
+  app.add_option("--strategy", o.strategy, "search strategy (see --list-strategies)")
+      ->capture_default_str();
+  app.add_option("--budget", o.budget, "evaluations per shape (0 = as many as the strategy wants)");
+  app.add_option("--time-budget", o.time_budget_s, "seconds per shape");
+  app.add_option("--seed", o.seed, "seed of the strategy and of the inputs")->capture_default_str();
+  app.add_option("--db", o.db_path, "SQLite database for trials and recommendations")
+      ->capture_default_str();
+  app.add_flag("--fresh", o.fresh, "measure every configuration again, ignoring stored trials");
+  app.add_option("--target-ci", o.measure.target_rel_ci95,
+                 "stop timing a config when the CI95 half-width is this fraction of the median")
+      ->capture_default_str();
+  app.add_option("--config-budget", o.measure.budget_s, "seconds of timing per configuration")
+      ->capture_default_str();
+  app.add_option("--finalists", o.finalists, "candidates re-measured to separate the winner")
+      ->capture_default_str();
+  app.add_flag("--replay", replay,
+               "do not measure: replay --strategy against the complete sweeps stored in --db and "
+               "report the evaluations it needs to get within --tolerance of each optimum");
+  app.add_option("--tolerance", tolerance, "replay: how close to the optimum counts (0.03 = 3%)")
+      ->capture_default_str();
+  app.add_flag("--list-strategies", list, "list the strategies and exit");
+  app.add_flag("-q,--quiet", quiet, "no progress bar");
+  app.add_flag("-v,--verbose", verbose, "debug logging");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (verbose) ka::set_log_level(spdlog::level::debug);
+  if (quiet) o.progress = nullptr;
+  if (list) {
+    for (const auto& s : ka::tuner::strategy_names()) std::printf("%s\n", s.c_str());
+    return 0;
+  }
+  try {
+    if (replay) {
+      const auto rows = ka::tuner::replay(o.db_path, o.strategy, o.seed, tolerance);
+      if (rows.empty()) {
+        return fail(1, "no complete sweep in " + o.db_path +
+                           " for this device (run ka-tune --strategy exhaustive first)");
+      }
+      std::vector<double> fractions;
+      std::printf("replay of '%s' (seed %llu) against the exhaustive sweeps in %s: evaluations "
+                  "to get within %.0f%% of the optimum\n",
+                  o.strategy.c_str(), static_cast<unsigned long long>(o.seed), o.db_path.c_str(),
+                  tolerance * 100);
+      for (const auto& r : rows) {
+        const double f = static_cast<double>(r.evaluations) / static_cast<double>(r.space);
+        fractions.push_back(f);
+        std::printf("  %-60s %-18s %4zu of %4zu (%.1f%%)\n", r.shape_key.c_str(), r.kernel.c_str(),
+                    r.evaluations, r.space, 100 * f);
+      }
+      std::sort(fractions.begin(), fractions.end());
+      std::printf("median over %zu shapes: %.1f%% of the space\n", fractions.size(),
+                  100 * fractions[fractions.size() / 2]);
+      return 0;
+    }
+    if (o.op.empty()) return fail(2, "--op is required (e.g. --op aten::addmm)");
+    o.shapes = split_list(shapes);
+    if (!suite.empty()) {
+      const auto s = ka::harness::load_suite_file(ka::harness::find_suite_file(suite, suites_dir));
+      for (const auto& c : s.cases) {
+        if (c.op == o.op) o.shapes.push_back(fmt::format("{}x{}x{}", c.m, c.k, c.n));
+      }
+      if (o.shapes.empty()) return fail(2, "suite '" + suite + "' has no " + o.op + " cases");
+    }
+    if (o.shapes.empty()) return fail(2, "give --shapes or --suite");
+    const auto outcomes = ka::tuner::tune(o);
+    std::printf("\nka-tune: %s, strategy %s, %s (per config: median, CI95 target %.1f%%, hot cache)\n",
+                o.op.c_str(), o.strategy.c_str(), o.db_path.c_str(), 100 * o.measure.target_rel_ci95);
+    std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
+                "default", "gain", "configs (new+reused / space)");
+    for (const auto& r : outcomes) {
+      std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s\n", r.shape.c_str(),
+                  r.kernel.c_str(), r.best_config.c_str(),
+                  ka::profiler::format_duration_ns(r.best_median_ns).c_str(),
+                  ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain, r.evaluated,
+                  r.reused, r.space, r.failed ? fmt::format(", {} failed", r.failed).c_str() : "",
+                  r.separated ? "" : " (tie)");
+    }
+    return 0;
+  } catch (const ka::ValueError& e) {
+    return fail(2, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+}

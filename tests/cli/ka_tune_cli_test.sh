@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Drives the real ka-tune binary.
+# Usage: ka_tune_cli_test.sh CASE KA_TUNE SQLITE3
+set -u
+case_name=$1
+ka_tune=$2
+sqlite3=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL [$case_name]: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null; echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
+# Quick timing: these tests check behaviour, not speed.
+quick=(--config-budget 0.02 --finalists 2 -q)
+
+case "$case_name" in
+  tune_and_summary)
+    "$ka_tune" --op aten::addmm --shapes 16x32x48,1x64x128 --strategy random --budget 5 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc"
+    grep -qE "^16x32x48 +gemm_f32_blocked" "$tmp/out" || fail "no line for 16x32x48"
+    grep -qE "^1x64x128 +gemm_f32_blocked" "$tmp/out" || fail "no line for 1x64x128"
+    n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM trials")
+    [ "$n" = "10" ] || fail "expected 10 trials, got $n"
+    n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM recommendations")
+    [ "$n" = "2" ] || fail "expected 2 recommendations, got $n"
+    ;;
+  resume_after_kill)
+    # A sweep killed with SIGKILL mid-run continues where it stopped: no trial lost or repeated.
+    args=(--op aten::addmm --shapes 48x64x80 --strategy exhaustive --budget 60 --db "$tmp/ka.db" --config-budget 0.05 -q)
+    "$ka_tune" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    for _ in $(seq 1 100); do
+      n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM trials" 2>/dev/null || echo 0)
+      [ "${n:-0}" -ge 5 ] && break
+      sleep 0.1
+    done
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    before=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM trials")
+    [ "$before" -ge 5 ] && [ "$before" -lt 60 ] || fail "killed run stored $before trials (expected 5..59)"
+    status=$("$sqlite3" "$tmp/ka.db" "SELECT status FROM runs")
+    [ "$status" = "running" ] || fail "killed run's status: $status"
+    "$ka_tune" "${args[@]}" >"$tmp/out" 2>"$tmp/err" || fail "resumed run failed"
+    grep -qE "\+${before} / " "$tmp/out" || fail "resumed run did not reuse the $before stored trials"
+    total=$("$sqlite3" "$tmp/ka.db" "SELECT count(*), count(DISTINCT config) FROM trials")
+    [ "$total" = "$((before + 60))|$((before + 60))" ] || fail "trials after resume: $total (expected $((before + 60)) distinct)"
+    ;;
+  replay)
+    "$ka_tune" --op aten::mm --shapes 8x16x24 --strategy exhaustive --db "$tmp/ka.db" --config-budget 0.005 --finalists 2 -q >"$tmp/out" 2>"$tmp/err" || fail "exhaustive sweep failed"
+    "$ka_tune" --replay --strategy model --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err" || fail "replay failed"
+    grep -q "median over 1 shapes" "$tmp/out" || fail "no replay summary"
+    first=$(cat "$tmp/out")
+    "$ka_tune" --replay --strategy model --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    [ "$first" = "$(cat "$tmp/out")" ] || fail "replay is not deterministic"
+    ;;
+  bad_input)
+    "$ka_tune" --op aten::addmm --shapes 12x13 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "bad shape: expected exit 2"
+    grep -q "bad shape '12x13'" "$tmp/err" || fail "bad shape message"
+    "$ka_tune" --op aten::addmm --shapes 12x13x14 --strategy psychic --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "bad strategy: expected exit 2"
+    grep -q "unknown strategy 'psychic'" "$tmp/err" || fail "bad strategy message"
+    "$ka_tune" --help >"$tmp/out" 2>"$tmp/err" || fail "--help failed"
+    grep -q "resumes" "$tmp/out" || fail "--help does not explain resuming"
+    ;;
+  *)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+echo "PASS [$case_name]"

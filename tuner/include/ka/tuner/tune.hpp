@@ -1,0 +1,76 @@
+// ka-tune's engine: sweep a kernel's configurations per operator shape, store every trial,
+// pick the winner statistically and write it to the recommendation table.
+#pragma once
+
+#include <ka/core/launch_config.hpp>
+#include <ka/profiler/measure.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace ka::tuner {
+
+/// What to tune and how.
+struct TuneOptions {
+  std::string op;                   ///< Exact signature: aten::mm, aten::addmm, aten::bmm.
+  std::vector<std::string> shapes;  ///< "MxKxN" (mm, addmm) or "BxMxKxN" (bmm).
+  std::string strategy = "model";
+  std::uint64_t seed = 1;
+  std::size_t budget = 0;  ///< Evaluations per shape (0: none, the strategy decides).
+  double time_budget_s = std::numeric_limits<double>::infinity();  ///< Per shape.
+  std::string db_path = "ka.db";
+  bool fresh = false;  ///< Ignore trials earlier runs stored for the same configs.
+  std::string command_line;
+  profiler::MeasureOptions measure;  ///< How each configuration is timed.
+  int finalists = 3;                 ///< Candidates re-measured to separate the winner.
+  std::FILE* progress = stderr;      ///< Progress bar (null: none).
+};
+
+/// `config` without grid and block: the tunables only (what trials and recommendations store).
+LaunchConfig params_of(const LaunchConfig& config);
+/// "threads=2 tile_k=256 tile_m=96": the tunables only, for people.
+std::string params_str(const LaunchConfig& config);
+
+/// One shape's outcome.
+struct ShapeOutcome {
+  std::string shape;      ///< As given ("512x768x3072").
+  std::string shape_key;  ///< ShapeKey canonical form.
+  std::string kernel;
+  std::string best_config;
+  double best_median_ns = 0.0;
+  double default_median_ns = 0.0;
+  double gain = 1.0;  ///< default / best
+  bool separated = false;  ///< The winner beat the runner-up at 95% (else a tie went to the
+                           ///< config closest to the default).
+  std::size_t evaluated = 0;  ///< Configurations measured in this run.
+  std::size_t reused = 0;     ///< Configurations whose trials an earlier run stored.
+  std::size_t failed = 0;     ///< Configurations the kernel refused or that threw.
+  std::size_t space = 0;      ///< Valid points of the space.
+};
+
+/// Tunes every shape: for each, the strategy proposes configurations, each is run through
+/// ka's extractor (PreparedCall) and timed by profiler::measure; every trial is written to
+/// the database as it lands (so a killed sweep resumes without losing or repeating trials:
+/// configurations already stored for this device, kernel version and shape are reused, not
+/// re-run); the best few are re-measured until the winner is separated at 95% or declared a
+/// tie; the winner becomes the shape's recommendation. Throws ka::ValueError for a bad op or
+/// shape, ka::DbError when the database cannot be written.
+std::vector<ShapeOutcome> tune(const TuneOptions& options);
+
+/// Replay: for every (op, shape, kernel) with a complete sweep stored in `db_path` (a trial for
+/// every valid point of the kernel's space, on this device), how many evaluations `strategy`
+/// needs to get within `tolerance` of the sweep's best, with `seed`.
+struct ReplayOutcome {
+  std::string op;
+  std::string shape_key;
+  std::string kernel;
+  std::size_t space = 0;
+  std::size_t evaluations = 0;
+};
+std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string& strategy,
+                                  std::uint64_t seed, double tolerance);
+
+}  // namespace ka::tuner

@@ -1,0 +1,390 @@
+// ka-tune's engine. See Note [Tuning a shape].
+#include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
+#include <ka/core/logging.hpp>
+#include <ka/core/text.hpp>
+#include <ka/db/recommendation_io.hpp>
+#include <ka/db/results_store.hpp>
+#include <ka/extractor/extractor.hpp>
+#include <ka/tuner/search.hpp>
+#include <ka/tuner/tune.hpp>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <optional>
+
+namespace ka::tuner {
+
+// Note [Tuning a shape]
+// 1. The call is built from the shape (inputs uniform in [-1, 1), seeded) and extracted once
+//    per configuration (a PreparedCall: packed once, run many times); the first run's output
+//    is checked against libtorch (|ka - ref| <= 1e-5·sqrt(K) + 1e-4·|ref|), so a configuration
+//    that computes garbage is recorded 'incorrect', never recommended.
+// 2. Each configuration is timed by profiler::measure (warm-up, repetitions until the CI95
+//    half-width of the median is within the target or the budget ends) and written to the
+//    `trials` table at once, in its own transaction. Trials an earlier run stored for the same
+//    device, kernel version, shape and configuration (hot cache) are reused, not re-run: that
+//    is how a killed sweep resumes, and a run never stores one configuration twice.
+// 3. The fastest `finalists` are re-measured, up to three rounds, until the best one's median
+//    interval lies below the runner-up's (separated at 95%); otherwise it is a tie, and among
+//    the tied configurations the default wins if it is one of them.
+// 4. The winner is written to `recommendations` with its median and its gain over the
+//    default configuration.
+
+namespace {
+
+struct ShapeCall {
+  std::vector<c10::IValue> args;
+  at::Tensor reference;
+  std::int64_t k = 1;
+};
+
+std::vector<std::int64_t> parse_dims(const std::string& shape) {
+  std::vector<std::int64_t> dims;
+  for (const std::string_view piece : split(shape, 'x')) {
+    const std::string part(piece);
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    KA_CHECK(!part.empty() && end != nullptr && *end == '\0' && v > 0, "bad shape '", shape,
+             "': expected positive integers separated by 'x' (MxKxN, or BxMxKxN for bmm)");
+    dims.push_back(v);
+  }
+  return dims;
+}
+
+ShapeCall make_call(const std::string& op, const std::string& shape) {
+  const auto d = parse_dims(shape);
+  ShapeCall c;
+  auto uniform = [](std::initializer_list<std::int64_t> sizes) { return at::rand(sizes) * 2 - 1; };
+  if (op == "aten::mm" || op == "aten::addmm") {
+    KA_CHECK(d.size() == 3, "bad shape '", shape, "' for ", op, ": expected MxKxN");
+    const at::Tensor a = uniform({d[0], d[1]});
+    const at::Tensor b = uniform({d[1], d[2]});
+    c.k = d[1];
+    if (op == "aten::mm") {
+      c.args = {a, b};
+      c.reference = at::mm(a, b);
+    } else {
+      const at::Tensor bias = uniform({d[2]});
+      c.args = {bias, a, b, 1, 1};
+      c.reference = at::addmm(bias, a, b);
+    }
+  } else if (op == "aten::bmm") {
+    KA_CHECK(d.size() == 4, "bad shape '", shape, "' for aten::bmm: expected BxMxKxN");
+    const at::Tensor a = uniform({d[0], d[1], d[2]});
+    const at::Tensor b = uniform({d[0], d[2], d[3]});
+    c.k = d[2];
+    c.args = {a, b};
+    c.reference = at::bmm(a, b);
+  } else {
+    KA_THROW(ValueError, "ka-tune: --op ", op, " is not tunable yet (tunable: aten::mm, aten::addmm, aten::bmm)");
+  }
+  return c;
+}
+
+std::string check_output(const at::Tensor& got, const ShapeCall& c) {
+  const double atol = 1e-5 * std::sqrt(static_cast<double>(c.k));
+  const at::Tensor err = (got - c.reference).abs() - (atol + 1e-4 * c.reference.abs());
+  if (err.numel() == 0 || err.max().item<double>() <= 0.0) return {};
+  return fmt::format("max |ka - ref| = {:.3g} exceeds the tolerance (atol {:.3g}, rtol 1e-4)",
+                     (got - c.reference).abs().max().item<double>(), atol);
+}
+
+db::TrialRow trial_row(const extractor::PreparedCall& call, const LaunchConfig& point,
+                       const std::string& op) {
+  db::TrialRow row;
+  row.op = op;
+  row.shape_key = call.shape_key().str();
+  row.kernel = call.kernel().name;
+  row.kernel_version = call.kernel().version;
+  row.config = point.str();
+  return row;
+}
+
+// Trials stored earlier for this device, kernel version and shape: config text → median
+// (nullopt for a configuration that did not run ok).
+std::map<std::string, Evaluation> earlier_trials(db::ResultsStore& store, const std::string& fp,
+                                                 const std::string& op, const std::string& key,
+                                                 const kernels::KernelDescriptor& d) {
+  std::map<std::string, Evaluation> out;
+  auto st = store.connection().prepare(
+      "SELECT t.config, t.disposition, t.median_ns FROM trials t JOIN runs r ON r.id = t.run_id "
+      "WHERE r.fingerprint = ?1 AND t.op = ?2 AND t.shape_key = ?3 AND t.kernel = ?4 AND "
+      "t.kernel_version = ?5 AND t.cache_state = 'hot' ORDER BY t.id");
+  st.bind(1, fp).bind(2, op).bind(3, key).bind(4, d.name).bind(5, d.version);
+  while (st.step()) {
+    const std::string disposition = st.column_text(1);
+    out[st.column_text(0)] = disposition == "ok" && !st.column_is_null(2)
+                                 ? Evaluation(st.column_double(2))
+                                 : std::nullopt;
+  }
+  return out;
+}
+
+void progress_line(std::FILE* out, std::size_t shape_index, std::size_t shapes,
+                   const std::string& shape, std::size_t done, std::size_t space,
+                   const History& h, const SearchSpace& s, double elapsed_s) {
+  if (out == nullptr) return;
+  const auto best = h.best();
+  const std::string best_text =
+      best ? fmt::format("best {} ({})", profiler::format_duration_ns(*h.results[*best]),
+                         params_str(s.point(h.points[*best])))
+           : std::string("no ok result yet");
+  const int width = 24;
+  const int filled = space == 0 ? width : static_cast<int>(width * done / space);
+  fmt::print(out, "\r[{}/{}] {} [{}{}] {}/{} configs, {}, {:.0f} s\x1b[K", shape_index + 1, shapes,
+             shape, std::string(static_cast<std::size_t>(filled), '#'),
+             std::string(static_cast<std::size_t>(width - filled), '.'), done, space, best_text,
+             elapsed_s);
+  std::fflush(out);
+}
+
+}  // namespace
+
+LaunchConfig params_of(const LaunchConfig& config) {
+  LaunchConfig p;
+  for (const auto& [name, value] : config.params()) p.set(name, value);
+  return p;
+}
+
+std::string params_str(const LaunchConfig& config) {
+  std::string s;
+  for (const auto& [name, value] : config.params()) {
+    s += (s.empty() ? "" : " ") + name + "=" + std::to_string(value);
+  }
+  return s;
+}
+
+std::vector<ShapeOutcome> tune(const TuneOptions& o) {
+  KA_CHECK(!o.shapes.empty(), "ka-tune: no shapes to tune (give --shapes or --suite)");
+  // Validate everything before a run is recorded.
+  (void)make_strategy(o.strategy, o.seed);
+  KA_CHECK(o.op == "aten::mm" || o.op == "aten::addmm" || o.op == "aten::bmm", "ka-tune: --op ",
+           o.op, " is not tunable yet (tunable: aten::mm, aten::addmm, aten::bmm)");
+  for (const std::string& shape : o.shapes) {
+    const std::size_t want = o.op == "aten::bmm" ? 4 : 3;
+    KA_CHECK(parse_dims(shape).size() == want, "bad shape '", shape, "' for ", o.op,
+             want == 4 ? ": expected BxMxKxN" : ": expected MxKxN");
+  }
+  extractor::Extractor& ex = extractor::Extractor::global();
+  const extractor::OpHandle handle = ex.resolve(o.op);
+  const DeviceFingerprint fp = cpu_fingerprint();
+  db::ResultsStore store(o.db_path);
+  store.record_device(fp);
+  db::RunInfo info;
+  info.tool = "ka-tune";
+  info.command_line = o.command_line;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  info.host = host;
+  info.ka_version = KA_VERSION;
+  info.git_sha = KA_GIT_SHA;
+  info.suite = "";
+  info.device = "cpu";
+  info.fingerprint = fp.key();
+  info.fingerprint_json = db::fields_json(fp);
+  info.threads = 0;
+  const std::int64_t run = store.begin_run(info);
+  std::vector<ShapeOutcome> outcomes;
+  try {
+    for (std::size_t si = 0; si < o.shapes.size(); ++si) {
+      const std::string& shape = o.shapes[si];
+      at::manual_seed(static_cast<std::uint64_t>(si) + o.seed);
+      const ShapeCall c = make_call(o.op, shape);
+      const auto base = ex.prepare_call(handle, c.args.data(), c.args.size(), nullptr);
+      const kernels::KernelDescriptor& d = base->kernel();
+      const std::string key = base->shape_key().str();
+      const SearchSpace space(d.space);
+      KA_CHECK(space.size() > 0, "ka-tune: ", d.name, " has no valid configuration to sweep");
+      const std::optional<std::size_t> default_point = space.find(base->default_config());
+
+      ShapeOutcome out;
+      out.shape = shape;
+      out.shape_key = key;
+      out.kernel = d.name;
+      out.space = space.size();
+
+      // Resume: what earlier runs measured is history, not work.
+      History resumed;
+      std::map<std::string, Evaluation> earlier;
+      if (!o.fresh) earlier = earlier_trials(store, fp.key(), base->lookup_op(), key, d);
+      for (std::size_t i = 0; i < space.size(); ++i) {
+        const auto it = earlier.find(space.point(i).str());
+        if (it == earlier.end()) continue;
+        resumed.points.push_back(i);
+        resumed.results.push_back(it->second);
+      }
+      out.reused = resumed.points.size();
+
+      std::map<std::size_t, profiler::Measurement> measured;
+      const auto start = std::chrono::steady_clock::now();
+      auto evaluate = [&](std::size_t i) -> Evaluation {
+        const LaunchConfig& point = space.point(i);
+        db::TrialRow row;
+        Evaluation result;
+        try {
+          const auto call = ex.prepare_call(handle, c.args.data(), c.args.size(), &point);
+          row = trial_row(*call, point, base->lookup_op());
+          if (!call->status()) {
+            row.disposition = db::Disposition::kUnsupported;
+            row.error = call->status().reason();
+          } else {
+            call->run();
+            if (std::string bad = check_output(call->result().toTensor(), c); !bad.empty()) {
+              row.disposition = db::Disposition::kIncorrect;
+              row.error = bad;
+            } else {
+              const profiler::Measurement m = profiler::measure([&] { call->run(); }, o.measure);
+              row.median_ns = m.median_ns();
+              row.mean_ns = m.summary.mean;
+              row.min_ns = m.summary.min;
+              row.max_ns = m.summary.max;
+              row.stddev_ns = m.summary.stddev;
+              row.ci95_ns = m.median_ci95.half_width();
+              row.repetitions = static_cast<std::int64_t>(m.repetitions());
+              result = m.median_ns();
+              measured[i] = m;
+            }
+          }
+        } catch (const Error& e) {
+          row = trial_row(*base, point, base->lookup_op());
+          row.disposition = db::Disposition::kFailed;
+          row.error = e.what();
+        }
+        if (!result) ++out.failed;
+        ++out.evaluated;
+        store.add_trials(run, {row});  // one transaction: a kill loses at most this trial
+        return result;
+      };
+      auto strategy = make_strategy(o.strategy, o.seed, default_point);
+      History h = search(
+          space, *strategy, evaluate, Budget{o.budget, o.time_budget_s},
+          [&](std::size_t, const Evaluation&, const History& hist) {
+            progress_line(o.progress, si, o.shapes.size(), shape, hist.points.size(), space.size(),
+                          hist, space,
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                              .count());
+          },
+          resumed);
+      if (o.progress != nullptr) std::fputc('\n', o.progress);
+
+      // Finalists: re-measured together until the best is separated from the runner-up.
+      std::vector<std::size_t> ranked;
+      for (std::size_t j = 0; j < h.points.size(); ++j) {
+        if (h.results[j]) ranked.push_back(j);
+      }
+      if (ranked.empty()) {
+        log().warn("{}: no configuration ran correctly; nothing recommended", key);
+        outcomes.push_back(out);
+        continue;
+      }
+      std::sort(ranked.begin(), ranked.end(),
+                [&](std::size_t a, std::size_t b) { return *h.results[a] < *h.results[b]; });
+      ranked.resize(std::min<std::size_t>(ranked.size(), static_cast<std::size_t>(std::max(1, o.finalists))));
+      std::vector<std::size_t> finalists;
+      for (std::size_t j : ranked) finalists.push_back(h.points[j]);
+      // The default configuration is measured with the finalists (it may not be a point of the
+      // space: heuristics pick shape-specific tiles): its median is the gain's reference, and
+      // it wins a tie.
+      constexpr std::size_t kDefault = static_cast<std::size_t>(-1);
+      std::map<std::size_t, profiler::Measurement> final;
+      std::vector<std::size_t> order;
+      auto measure_finalists = [&] {
+        for (std::size_t p : finalists) {
+          const auto call = ex.prepare_call(handle, c.args.data(), c.args.size(), &space.point(p));
+          if (call->status()) final[p] = profiler::measure([&] { call->run(); }, o.measure);
+        }
+        final[kDefault] = profiler::measure([&] { base->run(); }, o.measure);
+        order.clear();
+        for (const auto& [p, m] : final) order.push_back(p);
+        std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+          return final[a].median_ns() < final[b].median_ns();
+        });
+      };
+      for (int round = 0; round < 3; ++round) {
+        measure_finalists();
+        out.separated = order.size() < 2 ||
+                        final[order[0]].median_ci95.high < final[order[1]].median_ci95.low;
+        if (out.separated) break;
+      }
+      std::size_t winner = order[0];
+      if (!out.separated && winner != kDefault &&
+          final[kDefault].median_ci95.low <= final[winner].median_ci95.high) {
+        winner = kDefault;  // a tie goes to the default
+      }
+      const LaunchConfig chosen = winner == kDefault ? params_of(base->default_config())
+                                                     : space.point(winner);
+      out.best_config = params_str(chosen);
+      out.best_median_ns = final[winner].median_ns();
+      out.default_median_ns = final[kDefault].median_ns();
+      out.gain = out.default_median_ns / out.best_median_ns;
+
+      db::Recommendation rec;
+      rec.fingerprint = fp.key();
+      rec.op = base->lookup_op();
+      rec.shape_key = key;
+      rec.kernel = d.name;
+      rec.kernel_version = d.version;
+      rec.config = chosen;
+      rec.median_ns = out.best_median_ns;
+      rec.gain_over_default = out.gain;
+      rec.source_run = run;
+      store.put_recommendations({rec});
+      outcomes.push_back(out);
+    }
+  } catch (...) {
+    store.finish_run(run, false);
+    throw;
+  }
+  store.finish_run(run, true);
+  return outcomes;
+}
+
+std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string& strategy,
+                                  std::uint64_t seed, double tolerance) {
+  (void)make_strategy(strategy, seed);
+  db::ResultsStore store(db_path);
+  const std::string fp = cpu_fingerprint().key();
+  extractor::Extractor& ex = extractor::Extractor::global();
+  std::vector<ReplayOutcome> out;
+  auto groups = store.connection().prepare(
+      "SELECT DISTINCT t.op, t.shape_key, t.kernel, t.kernel_version FROM trials t JOIN runs r "
+      "ON r.id = t.run_id WHERE r.fingerprint = ?1 AND t.cache_state = 'hot' ORDER BY 1, 2, 3");
+  groups.bind(1, fp);
+  // The kernel's space, by name, from the registered kernels of this build.
+  std::map<std::string, const kernels::KernelDescriptor*> kernels_by_name;
+  for (const std::string& sig : ex.registry(DeviceType::kCPU).signatures()) {
+    const auto* d = ex.registry(DeviceType::kCPU).find(sig).descriptor;
+    kernels_by_name[d->name] = d;
+  }
+  while (groups.step()) {
+    const std::string op = groups.column_text(0);
+    const std::string key = groups.column_text(1);
+    const std::string kernel = groups.column_text(2);
+    const auto version = static_cast<int>(groups.column_int64(3));
+    const auto it = kernels_by_name.find(kernel);
+    if (it == kernels_by_name.end() || it->second->version != version) continue;
+    const SearchSpace space(it->second->space);
+    const auto trials = earlier_trials(store, fp, op, key, *it->second);
+    std::vector<Evaluation> recorded(space.size());
+    std::size_t covered = 0;
+    for (std::size_t i = 0; i < space.size(); ++i) {
+      const auto t = trials.find(space.point(i).str());
+      if (t == trials.end()) break;
+      recorded[i] = t->second;
+      ++covered;
+    }
+    if (covered != space.size()) continue;  // not a complete sweep
+    auto s = make_strategy(strategy, seed);
+    out.push_back({op, key, kernel, space.size(), evaluations_to_reach(space, *s, recorded, tolerance)});
+  }
+  return out;
+}
+
+}  // namespace ka::tuner
