@@ -17,6 +17,8 @@ namespace detail {
 struct ThreadSpans {
   std::mutex mutex;  // Taken by the owning thread per span and by collect(): uncontended.
   std::vector<RawSpan> spans;
+  std::size_t max_spans = 0;  // Guarded by mutex.
+  std::uint64_t dropped = 0;  // Guarded by mutex.
   std::uint32_t track = 0;
   std::uint32_t depth = 0;  // Touched only by the owning thread.
 };
@@ -75,6 +77,7 @@ detail::ThreadSpans& SpanRecorder::thread_buffer() {
   buffer->track = this_thread_track();
   {
     const std::lock_guard<std::mutex> lock(mutex_);
+    buffer->max_spans = max_spans_per_thread_;
     threads_.push_back(buffer);
   }
   // Recorders are few; forget the oldest beyond 8 so a thread that outlives many test
@@ -120,8 +123,28 @@ void SpanRecorder::clear() {
   for (const auto& thread : threads_) {
     const std::lock_guard<std::mutex> thread_lock(thread->mutex);
     thread->spans.clear();
+    thread->dropped = 0;
   }
   external_.clear();
+}
+
+void SpanRecorder::set_max_spans_per_thread(std::size_t max_spans) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  max_spans_per_thread_ = max_spans;
+  for (const auto& thread : threads_) {
+    const std::lock_guard<std::mutex> thread_lock(thread->mutex);
+    thread->max_spans = max_spans;
+  }
+}
+
+std::uint64_t SpanRecorder::dropped() const {
+  std::uint64_t total = 0;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& thread : threads_) {
+    const std::lock_guard<std::mutex> thread_lock(thread->mutex);
+    total += thread->dropped;
+  }
+  return total;
 }
 
 std::vector<SpanStats> SpanRecorder::aggregate() const {
@@ -218,6 +241,10 @@ ScopedSpan::~ScopedSpan() {
   const std::uint32_t depth = --buffer_->depth;
   try {
     const std::lock_guard<std::mutex> lock(buffer_->mutex);
+    if (buffer_->spans.size() >= buffer_->max_spans) {
+      ++buffer_->dropped;
+      return;
+    }
     buffer_->spans.push_back(detail::RawSpan{name_, task_id_, start_ns_, end, depth});
   } catch (...) {
     // As above: a lost span is better than std::terminate from a destructor.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -81,6 +82,44 @@ TEST(Span, ThreadsGetTheirOwnTracks) {
   for (std::size_t i = 1; i < spans.size(); ++i) {
     EXPECT_LE(spans[i - 1].start_ns, spans[i].start_ns) << "collect() orders by start";
   }
+}
+
+TEST(Span, CollectWhileThreadsRecord) {
+  // Under TSan this is the race check: collect(), clear() and set_enabled() against writers.
+  SpanRecorder rec;
+  rec.set_enabled(true);
+  std::atomic<int> running{3};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 3; ++t) {
+    writers.emplace_back([&rec, &running] {
+      for (int i = 0; i < 3000; ++i) {
+        ScopedSpan outer("outer", 1, rec);
+        ScopedSpan inner("inner", 1, rec);
+      }
+      --running;
+    });
+  }
+  for (int i = 0; running.load() > 0; ++i) {
+    static_cast<void>(rec.collect());
+    if (i == 5) rec.clear();
+    rec.set_enabled(i % 4 != 0);
+  }
+  for (auto& th : writers) th.join();
+  // An inner span whose outer one began while disabled is the outermost recorded: depth 0.
+  for (const Span& s : rec.collect()) EXPECT_LE(s.depth, 1U);
+}
+
+TEST(Span, PerThreadCapacityDropsAndCounts) {
+  SpanRecorder rec;
+  rec.set_enabled(true);
+  rec.set_max_spans_per_thread(10);
+  for (int i = 0; i < 25; ++i) ScopedSpan s("x", kNoTask, rec);
+  EXPECT_EQ(rec.collect().size(), 10U);
+  EXPECT_EQ(rec.dropped(), 15U);
+  rec.clear();
+  EXPECT_EQ(rec.dropped(), 0U);
+  for (int i = 0; i < 3; ++i) ScopedSpan s("x", kNoTask, rec);
+  EXPECT_EQ(rec.collect().size(), 3U);
 }
 
 TEST(Span, AggregatePerName) {

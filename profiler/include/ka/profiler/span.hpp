@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -78,8 +79,14 @@ class SpanRecorder {
 
   /// All spans finished so far (still-open spans are not included), ordered by start time.
   [[nodiscard]] std::vector<Span> collect() const;
-  /// Drops every recorded span.
+  /// Drops every recorded span and resets dropped().
   void clear();
+
+  /// Bounds each thread's buffer (default 1 Mi spans, ~40 MiB): a trace left enabled in a long
+  /// run stops growing, and the spans it could not keep are counted by dropped().
+  void set_max_spans_per_thread(std::size_t max_spans);
+  /// Spans lost to the per-thread bound since the last clear().
+  [[nodiscard]] std::uint64_t dropped() const;
 
   /// Per-name count, total, min and max over collect(), sorted by total time, largest first.
   [[nodiscard]] std::vector<SpanStats> aggregate() const;
@@ -102,6 +109,7 @@ class SpanRecorder {
   mutable std::mutex mutex_;  // Guards threads_ and external_.
   std::vector<std::shared_ptr<detail::ThreadSpans>> threads_;
   std::vector<Span> external_;
+  std::size_t max_spans_per_thread_ = std::size_t{1} << 20;  // Guarded by mutex_.
 };
 
 /// Records [construction, destruction) as a span named `name` on `recorder` when it is
