@@ -158,11 +158,13 @@ std::string Measurement::str() const {
   if (std::isfinite(rel_ci95())) {
     out += "±";
     out += pct;
+    out += " of ";
+    out += to_string(ci_of);
   } else {
-    out += "unknown (too few samples)";
+    out += "of ";
+    out += to_string(ci_of);
+    out += ci_of == CiOf::kMedian ? " unknown (needs 6 samples)" : " unknown (needs 2 samples)";
   }
-  out += " of ";
-  out += to_string(ci_of);
   std::snprintf(pct, sizeof pct, "%.2g%%", target_rel_ci95 * 100.0);
   out += " (target ";
   out += pct;

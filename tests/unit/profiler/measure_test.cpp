@@ -205,6 +205,11 @@ TEST(Measure, StrSaysWhatTheNumbersAre) {
   EXPECT_NE(s.find("CI95 ±0% of median"), std::string::npos) << s;
   EXPECT_NE(s.find("target 1%: met"), std::string::npos) << s;
   EXPECT_NE(s.find("1 outlier"), std::string::npos) << s;
+  m.median_ci95 = median_ci95(std::vector<double>{990, 1000, 1000, 1010, 5000});
+  EXPECT_NE(m.str().find("CI95 of median unknown (needs 6 samples)"), std::string::npos)
+      << m.str();
+  m.ci_of = CiOf::kMean;
+  EXPECT_NE(m.str().find(" of mean (target"), std::string::npos) << m.str();
   EXPECT_EQ(Measurement{}.str(), "no samples");
 }
 

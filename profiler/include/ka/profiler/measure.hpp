@@ -47,7 +47,8 @@ const char* to_string(CiOf ci) noexcept;
 struct MeasureOptions {
   int warmup_runs = 1;            ///< Calls before sampling starts (at least this many) ...
   double warmup_s = 0.0;          ///< ... and for at least this long (seconds).
-  int min_repetitions = 5;        ///< Samples taken before the CI target may stop sampling.
+  int min_repetitions = 5;        ///< Samples taken before the CI target may stop sampling (the
+                                  ///< median's interval needs 6 whatever this says).
   int max_repetitions = 1000;     ///< Samples never exceed this.
   double target_rel_ci95 = 0.01;  ///< Stop once CI95 half-width <= this fraction of the median.
   CiOf ci_of = CiOf::kMedian;     ///< The interval the target applies to.
