@@ -13,8 +13,12 @@
 
 namespace ka::profiler::detail {
 
-// The record layouts this header's CUPTI emits for the kinds we enable. CUPTI fills the
-// newest version its headers declare; older toolkits stop at Kernel9.
+// Note [CUPTI record versions]
+// The record structs are versioned (Kernel9, Kernel10, ...); a libcupti fills the newest
+// version its own headers declare, so these must come from the headers shipped with the
+// libcupti we link (profiler/CMakeLists.txt finds both in the same toolkit). Only fields every
+// recent version keeps (kind, times, ids, name, bytes) are read. Memcpy6 needs CUDA 12.8 or
+// newer; CMake builds the stub for older toolkits.
 #if CUPTI_API_VERSION >= 130000
 using KernelRecord = CUpti_ActivityKernel10;
 #else
