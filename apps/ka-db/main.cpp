@@ -1,0 +1,537 @@
+// ka-db: look into a ka database and move its recommendation table between machines and builds:
+// show, export (SQLite table, C++ header, JSON), import, merge, diff.
+#include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
+#include <ka/db/recommendation_io.hpp>
+#include <ka/db/recommendation_table.hpp>
+#include <ka/db/schema.hpp>
+#include <ka/db/sqlite.hpp>
+#include <ka/db/table_ops.hpp>
+#include <ka/extractor/extractor.hpp>
+#include <ka/profiler/measure.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using ka::db::Connection;
+using ka::db::Recommendation;
+
+/// A mistake in the command line found after parsing: exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int fail(int code, const std::string& what) {
+  std::fprintf(stderr, "ka-db: error: %s\n", what.c_str());
+  return code;
+}
+
+// A missing input must name the file, not surface as SQLite's "unable to open database file".
+void require_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  KA_CHECK_TYPE(ka::IoError, fs::is_regular_file(path, ec), "cannot read ", what, " '", path,
+                "': ", fs::exists(path, ec) ? "not a regular file" : "no such file");
+}
+
+std::string duration(double ns) {
+  return std::isnan(ns) ? std::string("-") : ka::profiler::format_duration_ns(ns);
+}
+
+std::string duration(const std::optional<double>& ns) {
+  return ns.has_value() ? "±" + ka::profiler::format_duration_ns(*ns) : std::string("-");
+}
+
+// Column-aligned text; the last column is not padded so long configs do not widen the rest.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  [[nodiscard]] std::size_t size() const { return rows_.size() - 1; }
+  void print(const char* indent = "  ") const {
+    std::vector<std::size_t> width(rows_[0].size(), 0);
+    for (const auto& row : rows_) {
+      for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) {
+        width[i] = std::max(width[i], display_width(row[i]));
+      }
+    }
+    for (const auto& row : rows_) {
+      std::string line = indent;
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        line += row[i];
+        if (i + 1 < row.size()) line += std::string(width[i] - display_width(row[i]) + 2, ' ');
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  }
+
+ private:
+  // Bytes that start a UTF-8 character ("±" is two bytes, one column).
+  static std::size_t display_width(const std::string& s) {
+    std::size_t n = 0;
+    for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+  }
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string this_fingerprint() { return ka::cpu_fingerprint().key(); }
+
+ka::db::KernelVersions this_build_kernels() {
+  return ka::extractor::Extractor::global().kernel_versions();
+}
+
+std::string opt_text(ka::db::Statement& st, int i) {
+  return st.column_is_null(i) ? std::string("-") : st.column_text(i);
+}
+
+// Fingerprint -> number of recommendations, for "which devices does this file have?".
+std::map<std::string, std::int64_t> fingerprints_in(const std::string& path) {
+  std::map<std::string, std::int64_t> out;
+  for (const Recommendation& r : ka::db::read_recommendation_rows(path)) ++out[r.fingerprint];
+  return out;
+}
+
+std::string describe_fingerprints(const std::map<std::string, std::int64_t>& fps) {
+  if (fps.empty()) return "it has no recommendations";
+  std::string out = "it has rows for: ";
+  bool first = true;
+  for (const auto& [fp, n] : fps) {
+    out += fmt::format("{}'{}' ({} row(s))", first ? "" : ", ", fp, n);
+    first = false;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// show
+
+struct ShowOptions {
+  std::string db = "ka.db";
+  bool runs = false;
+  bool recommendations = false;
+  bool trials = false;
+  std::string op;
+  std::string shape;
+};
+
+void show_runs(Connection& db, int version) {
+  const std::string trials =
+      version >= 2 ? "(SELECT count(*) FROM trials t WHERE t.run_id = r.id)" : "0";
+  auto st = db.prepare(
+      "SELECT id, tool, status, started_at, finished_at, device, host, "
+      "(SELECT count(*) FROM results x WHERE x.run_id = r.id), " +
+      trials + " FROM runs r ORDER BY id");
+  TextTable t({"id", "tool", "status", "started (UTC)", "finished (UTC)", "device", "host",
+               "results", "trials"});
+  while (st.step()) {
+    t.add({st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
+           opt_text(st, 4), st.column_text(5), st.column_text(6), st.column_text(7),
+           st.column_text(8)});
+  }
+  std::printf("runs: %zu\n", t.size());
+  if (t.size() != 0) t.print();
+}
+
+void show_devices(Connection& db, const std::string& here) {
+  auto st = db.prepare(
+      "SELECT fingerprint, first_seen, last_seen, (SELECT count(*) FROM recommendations r WHERE "
+      "r.fingerprint = d.fingerprint) FROM devices d ORDER BY id");
+  TextTable t({"fingerprint", "first seen (UTC)", "last seen (UTC)", "recommendations"});
+  while (st.step()) {
+    const std::string fp = st.column_text(0);
+    t.add({fp + (fp == here ? "  (this machine)" : ""), st.column_text(1), st.column_text(2),
+           st.column_text(3)});
+  }
+  std::printf("devices: %zu\n", t.size());
+  if (t.size() != 0) t.print();
+}
+
+void show_recommendations(const std::string& path, const std::string& here) {
+  const auto rows = ka::db::read_recommendation_rows(path);
+  std::printf("recommendations: %zu (median: per call, hot cache; gain: default config's median "
+              "/ this one's)\n",
+              rows.size());
+  const ka::db::KernelVersions kernels = this_build_kernels();
+  std::size_t i = 0;
+  while (i < rows.size()) {
+    const std::string& fp = rows[i].fingerprint;
+    TextTable t({"op", "shape key", "kernel", "v", "median", "gain", "config"});
+    std::size_t stale = 0;
+    for (; i < rows.size() && rows[i].fingerprint == fp; ++i) {
+      const Recommendation& r = rows[i];
+      const auto it = kernels.find(r.kernel);
+      const bool usable = it != kernels.end() && it->second == r.kernel_version;
+      stale += !usable;
+      t.add({r.op, r.shape_key, r.kernel, std::to_string(r.kernel_version) + (usable ? "" : "*"),
+             duration(r.median_ns),
+             std::isnan(r.gain_over_default) ? "-" : fmt::format("{:.2f}x", r.gain_over_default),
+             r.config.str() + (r.fusion.has_value() ? " fusion=" + *r.fusion : "")});
+    }
+    std::printf("  device %s%s: %zu row(s)\n", fp.c_str(), fp == here ? " (this machine)" : "",
+                t.size());
+    t.print("    ");
+    if (stale != 0) {
+      std::printf("    * %zu row(s) for a kernel version this build does not have (skipped "
+                  "when loaded)\n",
+                  stale);
+    }
+  }
+}
+
+void show_trial_counts(Connection& db) {
+  auto st = db.prepare(
+      "SELECT op, kernel, kernel_version, count(DISTINCT shape_key), count(*), "
+      "sum(disposition = 'ok'), count(DISTINCT run_id) FROM trials "
+      "GROUP BY op, kernel, kernel_version ORDER BY op, kernel, kernel_version");
+  TextTable t({"op", "kernel", "v", "shapes", "trials", "ok", "not ok", "runs"});
+  std::int64_t total = 0;
+  while (st.step()) {
+    total += st.column_int64(4);
+    t.add({st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
+           st.column_text(4), st.column_text(5),
+           std::to_string(st.column_int64(4) - st.column_int64(5)), st.column_text(6)});
+  }
+  std::printf("trials: %lld (list them with --trials --op OP [--shape KEY])\n",
+              static_cast<long long>(total));
+  if (t.size() != 0) t.print();
+}
+
+void show_trials(Connection& db, const ShowOptions& o) {
+  std::string sql =
+      "SELECT shape_key, kernel, kernel_version, config, disposition, median_ns, ci95_ns, "
+      "repetitions, run_id, error FROM trials WHERE 1";
+  if (!o.op.empty()) sql += " AND op = ?1";
+  if (!o.shape.empty()) sql += " AND shape_key = ?2";
+  sql += " ORDER BY shape_key, kernel, median_ns IS NULL, median_ns";
+  auto st = db.prepare(sql);
+  if (!o.op.empty()) st.bind(1, o.op);
+  if (!o.shape.empty()) st.bind(2, o.shape);
+  TextTable t({"shape key", "kernel", "v", "disposition", "median", "CI95", "reps", "run",
+               "config"});
+  while (st.step()) {
+    std::optional<double> ci;
+    if (!st.column_is_null(6)) ci = st.column_double(6);
+    std::string disposition = st.column_text(4);
+    if (disposition != "ok" && !st.column_is_null(9)) disposition += ": " + st.column_text(9);
+    t.add({st.column_text(0), st.column_text(1), st.column_text(2), disposition,
+           st.column_is_null(5) ? "-" : duration(st.column_double(5)), duration(ci),
+           opt_text(st, 7), st.column_text(8), st.column_text(3)});
+  }
+  std::printf("trials%s%s%s%s: %zu (median per call, CI95 half-width; fastest first per shape)\n",
+              o.op.empty() ? "" : " of ", o.op.c_str(), o.shape.empty() ? "" : " for shape ",
+              o.shape.c_str(), t.size());
+  if (t.size() != 0) t.print();
+}
+
+int run_show(const ShowOptions& o) {
+  if ((!o.op.empty() || !o.shape.empty()) && !o.trials) {
+    throw UsageError("--op and --shape select trials: add --trials");
+  }
+  require_file(o.db, "database");
+  Connection db(o.db, Connection::Mode::kReadOnly);
+  const int version = db.user_version();
+  KA_CHECK_TYPE(ka::DbError, version <= ka::db::kSchemaVersion, o.db, ": schema version ",
+                version, " is newer than this ka-db supports (", ka::db::kSchemaVersion, ")");
+  KA_CHECK_TYPE(ka::DbError, version >= 1, o.db, ": not a ka database (schema version 0)");
+  const bool all = !o.runs && !o.recommendations && !o.trials;
+  const std::string here = this_fingerprint();
+  std::printf("ka database %s (schema version %d)\n", o.db.c_str(), version);
+  if (all || o.runs) show_runs(db, version);
+  if (version < 2) {
+    std::printf("(schema version %d has no devices, trials or recommendations)\n", version);
+    return 0;
+  }
+  if (all) show_devices(db, here);
+  if (all || o.recommendations) show_recommendations(o.db, here);
+  if (o.trials && (!o.op.empty() || !o.shape.empty())) {
+    show_trials(db, o);
+  } else if (all || o.trials) {
+    show_trial_counts(db);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// export / import
+
+struct ExportOptions {
+  std::string db = "ka.db";
+  std::string format;
+  std::string out;
+  std::string fingerprint;
+  std::string symbol;
+};
+
+int run_export(const ExportOptions& o) {
+  if (!o.symbol.empty() && o.format != "header") {
+    throw UsageError("--symbol names the table in a generated header: use it with --format "
+                     "header");
+  }
+  require_file(o.db, "database");
+  const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
+  const auto table = ka::db::RecommendationTable::load(o.db, fp, this_build_kernels());
+  if (table.size() == 0) {
+    const auto& s = table.skipped();
+    throw ka::DbError(fmt::format(
+        "{}: no usable recommendations for device '{}' ({}; {} skipped for another kernel version "
+        "or a kernel this build lacks); nothing exported. Pick one with --fingerprint.",
+        o.db, fp, describe_fingerprints(fingerprints_in(o.db)),
+        s.stale_version + s.unknown_kernel));
+  }
+  const std::string symbol = o.symbol.empty() ? "ka::tuned::table" : o.symbol;
+  if (o.format == "sqlite") {
+    ka::db::export_sqlite(table, o.out);
+  } else if (o.format == "header") {
+    ka::db::export_header(table, o.out, symbol);
+  } else {
+    ka::db::export_json(table, o.out);
+  }
+  const auto& s = table.skipped();
+  std::printf("exported %zu recommendation(s) of device '%s' from %s to %s (%s%s)\n",
+              table.size(), fp.c_str(), o.db.c_str(), o.out.c_str(), o.format.c_str(),
+              o.format == "header" ? (", function " + symbol + "()").c_str() : "");
+  if (s.total() != 0) {
+    std::printf("left out: %zu row(s) of other devices, %zu for another kernel version, %zu for "
+                "kernels this build does not have\n",
+                s.other_fingerprint, s.stale_version, s.unknown_kernel);
+  }
+  return 0;
+}
+
+struct ImportOptions {
+  std::string db = "ka.db";
+  std::string in;
+  std::string fingerprint;
+};
+
+int run_import(const ImportOptions& o) {
+  require_file(o.in, "table export");
+  const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
+  const auto kernels = this_build_kernels();
+  Connection target(o.db);
+  ka::db::migrate(target);
+  const std::size_t n = ka::db::import_sqlite(o.in, target, fp, kernels);
+  std::printf("imported %zu recommendation(s) of device '%s' from %s into %s (rows with the "
+              "same op, shape and kernel replaced)\n",
+              n, fp.c_str(), o.in.c_str(), o.db.c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// merge / diff
+
+struct MergeOptions {
+  std::string into;
+  std::vector<std::string> sources;
+};
+
+int run_merge(const MergeOptions& o) {
+  for (const std::string& s : o.sources) require_file(s, "database");
+  Connection target(o.into);
+  const ka::db::MergeCounts c = ka::db::merge_databases(target, o.sources);
+  std::printf("merged %zu database(s) into %s (one transaction)\n", o.sources.size(),
+              o.into.c_str());
+  std::printf("  recommendations: %zu added, %zu replaced (newer kernel version or lower median), "
+              "%zu kept (the existing row was as good or better)\n",
+              c.added, c.replaced, c.kept);
+  std::printf("  devices: %zu added\n", c.devices);
+  std::printf("  runs: %zu copied under new ids, %zu already present; trials: %zu copied; "
+              "results: %zu copied\n",
+              c.runs, c.runs_present, c.trials, c.results);
+  return 0;
+}
+
+struct DiffOptions {
+  std::string a;
+  std::string b;
+  std::string fingerprint;
+  double threshold = 0.03;
+  bool fail_on_regression = false;
+};
+
+std::string config_change(const ka::db::DiffRow& d) {
+  const std::string a = d.a.has_value() ? d.a->config.str() : "";
+  const std::string b = d.b.has_value() ? d.b->config.str() : "";
+  if (!d.a.has_value()) return b;
+  if (!d.b.has_value()) return a;
+  if (a == b && d.a->kernel == d.b->kernel) return "same: " + a;
+  return d.a->kernel + " " + a + "  ->  " + d.b->kernel + " " + b;
+}
+
+int run_diff(const DiffOptions& o) {
+  require_file(o.a, "database");
+  require_file(o.b, "database");
+  const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
+  const auto rows = ka::db::diff_databases(o.a, o.b, fp, o.threshold);
+  if (rows.empty()) {
+    throw ka::DbError(fmt::format(
+        "no recommendations of device '{}' in {} or {} ({}: {}; {}: {}); pick one with "
+        "--fingerprint",
+        fp, o.a, o.b, o.a, describe_fingerprints(fingerprints_in(o.a)), o.b,
+        describe_fingerprints(fingerprints_in(o.b))));
+  }
+  std::printf("diff of the recommendation tables of device '%s'\n  A: %s\n  B: %s\n", fp.c_str(),
+              o.a.c_str(), o.b.c_str());
+  TextTable t({"op", "shape key", "median A", "median B", "B/A", "CI95 A", "CI95 B", "verdict",
+               "kernel and config (A -> B)"});
+  std::map<ka::db::DiffStatus, std::size_t> counts;
+  std::size_t threshold_only = 0;
+  for (const auto& d : rows) {
+    ++counts[d.status];
+    const bool both = d.a.has_value() && d.b.has_value();
+    const bool no_ci = both && !d.used_ci;
+    threshold_only += no_ci;
+    t.add({d.op, d.shape_key, d.a.has_value() ? duration(d.a->median_ns) : "-",
+           d.b.has_value() ? duration(d.b->median_ns) : "-",
+           std::isnan(d.ratio) ? "-" : fmt::format("{:.3f}", d.ratio), duration(d.ci95_a_ns),
+           duration(d.ci95_b_ns), std::string(ka::db::to_string(d.status)) + (no_ci ? " (t)" : ""),
+           config_change(d)});
+  }
+  t.print();
+  using S = ka::db::DiffStatus;
+  std::printf("\n%zu case(s): %zu regression(s), %zu improved, %zu within noise, %zu same, %zu "
+              "only in A, %zu only in B, %zu without a median\n",
+              rows.size(), counts[S::kRegression], counts[S::kImprovement], counts[S::kWithinNoise],
+              counts[S::kSame], counts[S::kOnlyA], counts[S::kOnlyB], counts[S::kUnknown]);
+  std::printf("significant: |B - A| > %.1f%% of A and, when both trials stored a CI95, > "
+              "sqrt(CI95_A^2 + CI95_B^2)\n",
+              100 * o.threshold);
+  if (threshold_only != 0) {
+    std::printf("(t) %zu case(s) judged by the threshold only: no CI95 stored in the trials of "
+                "A and B for them\n",
+                threshold_only);
+  }
+  if (o.fail_on_regression && counts[S::kRegression] != 0) return 3;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ka-db: inspect ka databases and move recommendation tables between machines and builds.\n"
+      "Run 'ka-db SUBCOMMAND --help' for each subcommand's options.",
+      "ka-db"};
+  app.require_subcommand(1);
+  // CLI11 would answer an unknown subcommand with "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string name = argv[1];
+    if (name != "show" && name != "export" && name != "import" && name != "merge" &&
+        name != "diff") {
+      return fail(2, "unknown subcommand '" + name +
+                         "' (expected show, export, import, merge or diff; see ka-db --help)");
+    }
+  }
+
+  ShowOptions show;
+  auto* show_cmd = app.add_subcommand("show", "runs, devices, recommendations and trials");
+  show_cmd->footer(
+      "Print a readable summary of a ka database: runs, devices, recommendations per "
+              "device (median per call, hot cache; gain over the default config) and trial "
+              "counts. With a section flag, only those sections.");
+  show_cmd->add_option("--db", show.db, "ka database")->capture_default_str();
+  show_cmd->add_flag("--runs", show.runs, "only the runs");
+  show_cmd->add_flag("--recommendations", show.recommendations, "only the recommendations");
+  show_cmd->add_flag("--trials", show.trials,
+                     "only the trials: counts per op and kernel, or with --op/--shape each trial");
+  show_cmd->add_option("--op", show.op, "with --trials: list the trials of this op");
+  show_cmd->add_option("--shape", show.shape, "with --trials: list the trials of this shape key");
+
+  ExportOptions exp;
+  auto* export_cmd =
+      app.add_subcommand("export", "a device's table as SQLite, a C++ header or JSON");
+  export_cmd->footer(
+      "Write one device's recommendation table (rows for this build's kernel versions) as a "
+      "compact table-only SQLite file (load with KA_TUNED_TABLE=<file> or ka-db import), a "
+      "generated C++ header that compiles the table into a binary, or JSON.");
+  export_cmd->add_option("--db", exp.db, "ka database to read")->capture_default_str();
+  export_cmd->add_option("--format", exp.format, "sqlite, header or json")
+      ->required()
+      ->check(CLI::IsMember({"sqlite", "header", "json"}));
+  export_cmd->add_option("--out", exp.out, "file to write (replaced)")->required();
+  export_cmd->add_option("--fingerprint", exp.fingerprint,
+                         "device whose rows to export (default: this machine's)");
+  export_cmd->add_option("--symbol", exp.symbol,
+                         "header only: qualified name of the generated function (default "
+                         "ka::tuned::table)");
+
+  ImportOptions imp;
+  auto* import_cmd = app.add_subcommand("import", "a table export into a database");
+  import_cmd->footer(
+      "Copy a table export (ka-db export --format sqlite) into a database, in one transaction. "
+      "Refused as a whole (exit 1, every mismatch listed) when a row was tuned on another "
+      "device or for a kernel version this build does not have.");
+  import_cmd->add_option("--db", imp.db, "ka database to write (created if missing)")
+      ->capture_default_str();
+  import_cmd->add_option("--in", imp.in, "table export to read")->required();
+  import_cmd->add_option("--fingerprint", imp.fingerprint,
+                         "device the rows must have been tuned on (default: this machine's)");
+
+  MergeOptions merge;
+  auto* merge_cmd = app.add_subcommand("merge", "databases from several machines into one");
+  merge_cmd->footer(
+      "Combine databases from several machines into one, in one transaction: devices, runs "
+      "(new ids) with their trials and results, and recommendations. For the same device, op, "
+      "shape and kernel the newer kernel version wins, else the lower median; merging the same "
+      "database twice changes nothing.");
+  merge_cmd->add_option("--into", merge.into, "ka database to merge into (created if missing)")
+      ->required();
+  merge_cmd->add_option("sources", merge.sources, "databases to merge, in order")->required();
+
+  DiffOptions diff;
+  auto* diff_cmd = app.add_subcommand("diff", "two tables case by case");
+  diff_cmd->footer(
+      "Compare the recommendation tables of databases A and B case by case (op, shape key): "
+      "configs, medians, B/A. A change is significant only when it exceeds --threshold and, "
+      "when the trials stored CI95 half-widths, their combination sqrt(ciA^2 + ciB^2).");
+  diff_cmd->add_option("A", diff.a, "baseline database")->required();
+  diff_cmd->add_option("B", diff.b, "database compared with A")->required();
+  diff_cmd->add_option("--fingerprint", diff.fingerprint,
+                       "device whose rows to compare (default: this machine's)");
+  diff_cmd->add_option("--threshold", diff.threshold,
+                       "smallest relative change that counts (0.03 = 3%)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  diff_cmd->add_flag("--fail-on-regression", diff.fail_on_regression,
+                     "exit 3 when any case regressed significantly");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ka-db: error: %s\nRun 'ka-db --help' for the subcommands, 'ka-db "
+                         "SUBCOMMAND --help' for their options.\n",
+                 e.what());
+    return 2;
+  }
+  try {
+    if (show_cmd->parsed()) return run_show(show);
+    if (export_cmd->parsed()) return run_export(exp);
+    if (import_cmd->parsed()) return run_import(imp);
+    if (merge_cmd->parsed()) return run_merge(merge);
+    if (diff_cmd->parsed()) return run_diff(diff);
+    return fail(2, "no subcommand");
+  } catch (const UsageError& e) {
+    return fail(2, e.what());
+  } catch (const ka::ValueError& e) {
+    return fail(2, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+}
