@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   app.add_option("--suites-dir", options.suites_dir, "extra folder searched first for suites");
   app.add_option("--db", options.db_path, "SQLite database for the results")->capture_default_str();
   app.add_flag("--no-db", no_db, "do not write results to a database");
+  app.add_option("--tuned-table", options.tuned_table,
+                 "take ka's configs from this tuned table (a ka database written by ka-tune, or "
+                 "an export); default: KA_TUNED_TABLE if set, else the kernels' heuristics");
   app.add_option("-t,--threads", options.threads,
                  "threads for libtorch and for ka's GEMM cases (0 = all logical cores); ka's "
                  "graph runs use all cores")

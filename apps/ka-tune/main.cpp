@@ -142,8 +142,10 @@ int main(int argc, char** argv) {
                   ka::profiler::format_duration_ns(r.best_median_ns).c_str(),
                   ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain, r.evaluated,
                   r.reused, r.space, r.failed ? fmt::format(", {} failed", r.failed).c_str() : "",
-                  r.separated ? "" : " (tie)");
+                  r.separated ? "" : " (tie with #2)");
     }
+    std::printf("(gain = default config's median / best's, both re-measured together; \"tie with #2\": "
+                "the best was not separated from the runner-up at 95%%)\n");
     return 0;
   } catch (const ka::ValueError& e) {
     return fail(2, e.what());

@@ -440,12 +440,17 @@ struct Extractor::Impl {
   // The slow path: table (exact → nearest → arch default) or the kernel's heuristic.
   std::unique_ptr<CachedConfig> resolve(const KernelEntry& entry, const Packed& p,
                                         std::uint64_t gen) {
-    auto c = std::make_unique<CachedConfig>();
+    auto c = choose(*entry.descriptor, p.lookup_op, shape_key_of(p));
     c->generation = gen;
-    const kernels::KernelDescriptor& d = *entry.descriptor;
+    return c;
+  }
+
+  // The slow path: table (exact → nearest → arch default) or the kernel's heuristic.
+  std::unique_ptr<CachedConfig> choose(const kernels::KernelDescriptor& d,
+                                       std::string_view lookup_op, const ShapeKey& key) {
+    auto c = std::make_unique<CachedConfig>();
     c->kernel = d.name;
     c->kernel_version = d.version;
-    const ShapeKey key = shape_key_of(p);
     c->shape_key = key.str();
     std::shared_ptr<const db::RecommendationTable> t;
     {
@@ -453,7 +458,7 @@ struct Extractor::Impl {
       t = table;
     }
     if (t->size() > 0) {
-      if (auto pick = t->lookup(p.lookup_op, key)) {
+      if (auto pick = t->lookup(lookup_op, key)) {
         if (!pick->kernel.empty() && pick->kernel != d.name) {
           log().info("table entry for {} names kernel {}, but {} serves it here: not used",
                      key.str(), pick->kernel, d.name);
@@ -521,6 +526,13 @@ std::vector<std::string> Extractor::supported_ops() {
 }
 
 KernelRegistry& Extractor::registry(DeviceType device) { return impl_->registry(device); }
+
+Extractor::Choice Extractor::choose_config(const kernels::KernelDescriptor& kernel,
+                                           std::string_view lookup_op,
+                                           const ShapeKey& key) const {
+  const auto c = impl_->choose(kernel, lookup_op, key);
+  return {c->config, c->provenance};
+}
 
 db::KernelVersions Extractor::kernel_versions() const {
   db::KernelVersions versions;

@@ -615,7 +615,11 @@ int run_suite(const BenchOptions& options) {
   KA_CHECK(options.repetitions >= 1, "--repetitions must be >= 1");
   KA_CHECK(options.min_time_s > 0.0, "--min-time must be > 0 seconds");
   s.options.threads = options.threads == 0 ? hw : options.threads;
-  if (options.explain) return explain_suite(s.options, s.suite, path);
+  const std::string configs = detail::load_tuned_table(options.tuned_table);
+  if (options.explain) {
+    fmt::print("configs: {}\n", configs);
+    return explain_suite(s.options, s.suite, path);
+  }
 
   // Google Benchmark's own flags are checked before anything is measured.
   std::vector<std::string> args = {"ka-bench",
@@ -675,6 +679,7 @@ int run_suite(const BenchOptions& options) {
   fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
                   "per-call time by steady_clock (Google Benchmark manual time); median reported\n",
              options.repetitions, options.min_time_s);
+  fmt::print(out, "configs: {}\n", configs);
   print_correctness(s.suite, out);
   if (std::any_of(s.suite.cases.begin(), s.suite.cases.end(),
                   [](const SuiteCase& c) { return c.is_graph(); })) {

@@ -62,6 +62,11 @@ struct CaseContext {
   std::string libtorch_gemm_kernel;  ///< "at::addmm_out (OpenBLAS Haswell)".
 };
 
+/// Makes `path` (or, when empty, KA_TUNED_TABLE) the table ka's cases take their configs
+/// from, through ka's runtime; returns where configs come from, for the report header.
+/// Throws ka::DbError naming an unreadable table.
+std::string load_tuned_table(const std::string& path);
+
 /// A case's tensors and implementations. Variants are indices into variants_of(case).
 class BenchCase {
  public:

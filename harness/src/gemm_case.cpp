@@ -3,6 +3,8 @@
 #include <ka/core/error.hpp>
 
 #include <ka/kernels/gemm.hpp>
+#include <ka/extractor/extractor.hpp>
+#include <ka/runtime/runtime.hpp>
 #include <ka/extractor/tensor_interop.hpp>
 
 #include <ATen/ATen.h>
@@ -13,6 +15,7 @@
 #endif
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace ka::harness::detail {
@@ -24,6 +27,7 @@ struct GemmCase::Impl {
   SuiteCase c;
   CaseContext context;
   LaunchConfig config;
+  std::string provenance;
   Tolerance tolerance;
   at::Tensor mat1, mat2, bias, out_ka, out_ref;
   kernels::AddmmArgs args;
@@ -33,18 +37,21 @@ ShapeKey GemmCase::shape_key(const SuiteCase& c) {
   return kernels::addmm_shape_key(c.m, c.k, c.n, c.op == "aten::addmm");
 }
 
-LaunchConfig GemmCase::default_config(const SuiteCase& c, int threads) {
-  LaunchConfig config = kernels::gemm_f32_cpu_descriptor().default_config(shape_key(c));
-  config.set("threads", std::min<std::int64_t>(threads, config.get_or("threads", threads)));
-  return config;
-}
-
 GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& context)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.c = c;
   s.context = context;
-  s.config = default_config(c, context.threads);
+  // The configuration ka's pipeline would use for this shape: a tuned table's (KA_TUNED_TABLE
+  // or --tuned-table) or the kernel's heuristic; threads capped at the run's --threads.
+  const auto choice = extractor::Extractor::global().choose_config(
+      kernels::gemm_f32_cpu_descriptor(), c.op, shape_key(c));
+  s.config = choice.config;
+  s.provenance = choice.provenance;
+  if (s.config.get_or("threads", 1) > context.threads) {
+    s.config.set("threads", context.threads);
+    s.provenance += " (threads capped at " + std::to_string(context.threads) + ")";
+  }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   s.mat1 = at::empty({c.m, c.k}, opts).uniform_(-1.0, 1.0, gen);
@@ -89,7 +96,7 @@ VariantInfo GemmCase::info(std::size_t v) const {
     info.kernel = d.name + "[" + kernels::gemm_cpu_isa() + "]";
     info.kernel_version = d.version;
     info.config = s.config.str();
-    info.provenance = "heuristic";  // the descriptor's default configuration for the shape
+    info.provenance = s.provenance;
   } else {
     info.kernel = s.context.libtorch_gemm_kernel;
   }
@@ -131,6 +138,20 @@ CheckResult GemmCase::check(std::size_t v) {
     r.detail = out.str();
   }
   return r;
+}
+
+std::string load_tuned_table(const std::string& path) {
+  const runtime::Runtime rt;  // registers ka's ops; reads KA_TUNED_TABLE once per process
+  if (!path.empty()) rt.load_table(path);
+  const auto table = rt.extractor().table();
+  if (table->size() == 0) {
+    return "the kernels' default heuristics (no tuned table; see ka-tune and --tuned-table)";
+  }
+  const char* env = std::getenv("KA_TUNED_TABLE");
+  return "tuned table " + (path.empty() ? std::string(env ? env : "?") : path) + " (" +
+         std::to_string(table->size()) +
+         " rows for this device; other shapes: nearest tuned shape, else heuristic; "
+         "--explain shows each case's provenance)";
 }
 
 std::string libtorch_version() {

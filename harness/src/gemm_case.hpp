@@ -29,9 +29,8 @@ class GemmCase final : public BenchCase {
   GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& context);
   ~GemmCase() override;
 
-  /// ka's shape key and configuration of `c` at `threads` threads (no tensors needed).
+  /// ka's shape key of `c` (no tensors needed).
   static ShapeKey shape_key(const SuiteCase& c);
-  static LaunchConfig default_config(const SuiteCase& c, int threads);
 
   Status run(std::size_t v) override;
   CheckResult check(std::size_t v) override;

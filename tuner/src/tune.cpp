@@ -246,7 +246,8 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
               row.min_ns = m.summary.min;
               row.max_ns = m.summary.max;
               row.stddev_ns = m.summary.stddev;
-              row.ci95_ns = m.median_ci95.half_width();
+              // Below 6 samples the median has no 95% interval: store none rather than inf.
+              if (std::isfinite(m.median_ci95.half_width())) row.ci95_ns = m.median_ci95.half_width();
               row.repetitions = static_cast<std::int64_t>(m.repetitions());
               result = m.median_ns();
               measured[i] = m;

@@ -168,6 +168,19 @@ class Extractor {
   void set_table(std::shared_ptr<const db::RecommendationTable> table);
   [[nodiscard]] std::shared_ptr<const db::RecommendationTable> table() const;
 
+  /// A configuration and where it came from ("exact", "nearest", "arch-default",
+  /// "heuristic").
+  struct Choice {
+    LaunchConfig config;
+    std::string provenance;
+  };
+  /// The configuration the pipeline would run `kernel` with for `key` (rows stored under
+  /// `lookup_op`): the table's (exact → nearest → arch default, completed for the shape and
+  /// checked with can_run) or else the kernel's heuristic. For harnesses that call a kernel
+  /// directly but want the pipeline's choice.
+  [[nodiscard]] Choice choose_config(const kernels::KernelDescriptor& kernel,
+                                     std::string_view lookup_op, const ShapeKey& key) const;
+
   /// Name → version of every kernel registered on any device (what a loaded table must match).
   [[nodiscard]] db::KernelVersions kernel_versions() const;
 

@@ -11,6 +11,9 @@ struct BenchOptions {
   std::string suite;         ///< Suite name (looked up in the suite path) or a .yaml path.
   std::string suites_dir;    ///< Extra folder searched first for suite names.
   std::string db_path = "ka.db";
+  /// A tuned table (ka database or export) whose configs ka's cases use; "" = KA_TUNED_TABLE
+  /// if set, else the kernels' heuristics.
+  std::string tuned_table;
   bool write_db = true;
   int threads = 0;           ///< libtorch's and ka GEMM cases' threads; 0 = all logical cores.
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
