@@ -72,6 +72,11 @@ int main(int argc, char** argv) {
                "print the fusion groups, kernels and versions, shape keys, configs with "
                "provenance and task dependencies, then exit; nothing is timed or stored "
                "(--benchmark_filter=REGEX selects cases)");
+  app.add_flag("--breakdown", options.breakdown,
+               "with --suite: time ka's whole pipeline per case (its dispatcher, extract, "
+               "execute; graphs fused) and print how a call's time splits between dispatch, "
+               "extraction and kernel execution, from the profiler's spans; nothing is stored "
+               "(--benchmark_filter=REGEX selects cases)");
   app.add_option("--dump-dispatch", dump_dispatch,
                  "print the dispatcher's registration state and computed kernel table of an "
                  "operator ka serves (e.g. aten::addmm) and exit");

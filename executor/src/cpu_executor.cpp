@@ -1,5 +1,6 @@
 #include <ka/core/error.hpp>
 #include <ka/executor/cpu_executor.hpp>
+#include <ka/profiler/span.hpp>
 
 #include <algorithm>
 
@@ -136,6 +137,7 @@ bool CpuExecutor::run_one_block(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   std::exception_ptr error;
   try {
+    KA_SPAN("block", n->task.id);
     n->task.cpu.run_block(block);
   } catch (...) {
     error = std::current_exception();

@@ -9,6 +9,7 @@
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/kernels/reduction.hpp>
+#include <ka/profiler/span.hpp>
 
 #include <ATen/EmptyTensor.h>
 #include <nlohmann/json.hpp>
@@ -593,6 +594,9 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
   last.plan_hit = false;
   Stage stage = Stage::kValidate;
   Device device;
+  // Spans (DESIGN.md §6): "extract" until the task is assembled, then "execute".
+  std::optional<profiler::ScopedSpan> extract_span;
+  extract_span.emplace("extract");
   try {
     KA_CHECK(num_args == static_cast<std::size_t>(spec.num_args), "expected ", spec.num_args,
              " arguments, got ", num_args);
@@ -628,7 +632,9 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
         last.config = p->config;
         last.plan_hit = true;
         last.device = Device::cpu();
+        extract_span.reset();
         if (run) {
+          KA_SPAN("execute");
           const kernels::CpuLaunch& launch = p->launch;
           if (launch.blocks == 1 || launch.threads <= 1) {
             for (std::int64_t b = 0; b < launch.blocks; ++b) launch.run_block(b);
@@ -676,12 +682,18 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
       const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
       KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
                     cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
-      if (run) cpu_executor_->run_now(task);
+      extract_span.reset();
+      if (run) {
+        KA_SPAN("execute");
+        cpu_executor_->run_now(task);
+      }
       if (plan_slot != nullptr && packed.family == OpKind::kElementwise) {
         remember_plan(*plan_slot, plan_slot_owner, this, spec, args, packed, entry, cfg,
                       material, material_size, plan_hash);
       }
     } else if (run) {
+      extract_span.reset();
+      KA_SPAN("execute");
       KA_CHECK_TYPE(NotImplementedError, entry.launchers.launch_cuda != nullptr, "kernel ",
                     entry.descriptor->name, " has no CUDA launcher");
       const Status st = entry.launchers.launch_cuda(packed.args, cfg.config, nullptr);
@@ -708,6 +720,8 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
   last.graph = true;
   Stage stage = Stage::kValidate;
   std::string where;
+  std::optional<profiler::ScopedSpan> extract_span;
+  extract_span.emplace("extract");
   try {
     const std::size_t n = graph.nodes.size();
     std::vector<const OpSpec*> specs(n);
@@ -906,6 +920,8 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
 
     // Assemble and submit: CPU tasks on the executor (hazards order them), CUDA on streams.
     stage = Stage::kSubmit;
+    extract_span.reset();
+    KA_SPAN("execute");
     std::vector<TaskPlan> plans;
     std::vector<executor::KernelTask> cpu_tasks;
     std::vector<std::size_t> cpu_plan;

@@ -8,7 +8,9 @@
 #include <ka/harness/bench.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/kernels/gemm.hpp>
+#include <ka/profiler/measure.hpp>
 #include <ka/profiler/peak_probe.hpp>
+#include <ka/profiler/span.hpp>
 #include <ka/profiler/statistics.hpp>
 
 #include <benchmark/benchmark.h>
@@ -519,6 +521,65 @@ std::string case_heading(const SuiteCase& c) {
   return fmt::format("{}: graph {} ({}); inputs {}", c.name, c.graph, c.model, inputs);
 }
 
+// Note [--breakdown]
+// --breakdown times ka's whole pipeline per case and splits each call into its stages from the
+// profiler's spans: "call" wraps one call (op cases: ka's dispatcher, typed, allocating the
+// output; graph cases: a fused graph run), "extract" and "execute" are recorded inside it by
+// the extractor. other = call - extract - execute: ka's dispatcher and argument boxing for op
+// cases; lowering the graph and freeing its tensors for graph cases. Each case runs a few warm-up calls, then calls until ~0.3 s (at most 2000),
+// and reports the mean per call of each stage over those calls.
+int breakdown_suite(const BenchOptions& options, const Suite& suite) {
+  const std::string filter = flag_value(options.benchmark_flags, "benchmark_filter");
+  const std::regex filter_re(filter.empty() ? "." : filter);
+  detail::CaseContext context;
+  setup_libtorch(options.threads, context);
+  fmt::print("ka-bench {} --breakdown: suite '{}'; per call, mean over the calls made (hot "
+             "cache); other = call - extract - execute (op cases: ka's dispatcher and boxing; graphs: "
+             "lowering and freeing tensors)\n",
+             KA_VERSION, suite.name);
+  fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>9}\n", "case", "calls", "call",
+             "other", "extract", "execute", "overhead");
+  auto& rec = profiler::SpanRecorder::global();
+  int shown = 0;
+  bool all_ok = true;
+  for (std::size_t i = 0; i < suite.cases.size(); ++i) {
+    const SuiteCase& c = suite.cases[i];
+    if (!std::regex_search(suite.name + "/" + c.name + "/ka", filter_re)) continue;
+    ++shown;
+    try {
+      auto b = detail::make_bench_case(c, kSeed + i, context);
+      for (int w = 0; w < 3; ++w) b->run_pipeline();
+      rec.clear();
+      rec.set_enabled(true);
+      const auto start = std::chrono::steady_clock::now();
+      int calls = 0;
+      while (calls < 2000 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.3) {
+        b->run_pipeline();
+        ++calls;
+      }
+      rec.set_enabled(false);
+      std::map<std::string, double> total;
+      for (const auto& st : rec.aggregate()) total[st.name] = static_cast<double>(st.total_ns);
+      rec.clear();
+      const double call = total["call"] / calls;
+      const double extract = total["extract"] / calls;
+      const double execute = total["execute"] / calls;
+      const double dispatch = std::max(0.0, call - extract - execute);
+      fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>8.1f}%\n", c.name, calls,
+                 profiler::format_duration_ns(call), profiler::format_duration_ns(dispatch),
+                 profiler::format_duration_ns(extract), profiler::format_duration_ns(execute),
+                 call > 0 ? 100.0 * (call - execute) / call : 0.0);
+    } catch (const std::exception& e) {
+      fmt::print("{:<28} FAILED: {}\n", c.name, e.what());
+      all_ok = false;
+    }
+  }
+  fmt::print("(overhead = (call - execute) / call: the share of a call not spent running kernels)\n");
+  std::fflush(stdout);
+  KA_CHECK(shown > 0, "no case matched --benchmark_filter");
+  return all_ok ? 0 : 1;
+}
+
 // Note [--explain]
 // --explain runs each case's ka variants once, checks them against libtorch and prints what
 // ran: for graphs, the extractor's plan (fusion groups, kernels, configs with provenance,
@@ -619,6 +680,10 @@ int run_suite(const BenchOptions& options) {
   if (options.explain) {
     fmt::print("configs: {}\n", configs);
     return explain_suite(s.options, s.suite, path);
+  }
+  if (options.breakdown) {
+    fmt::print("configs: {}\n", configs);
+    return breakdown_suite(s.options, s.suite);
   }
 
   // Google Benchmark's own flags are checked before anything is measured.

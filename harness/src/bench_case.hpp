@@ -82,6 +82,10 @@ class BenchCase {
   virtual CheckResult check(std::size_t v) = 0;
   /// What variant `v` runs as (a graph's plan is known once it has run).
   [[nodiscard]] virtual VariantInfo info(std::size_t v) const = 0;
+  /// One call of ka through its whole pipeline inside a "call" span: ka's dispatcher, then
+  /// extract and execute (op cases; the output is allocated per call), or the graph run with
+  /// fusion (graph cases). For --breakdown.
+  virtual void run_pipeline() = 0;
 };
 
 /// Allocates and fills `c`'s inputs (seeded) and prepares its variants.

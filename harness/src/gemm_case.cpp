@@ -4,6 +4,8 @@
 
 #include <ka/kernels/gemm.hpp>
 #include <ka/extractor/extractor.hpp>
+#include <ka/dispatch/dispatcher.hpp>
+#include <ka/profiler/span.hpp>
 #include <ka/runtime/runtime.hpp>
 #include <ka/extractor/tensor_interop.hpp>
 
@@ -19,6 +21,14 @@
 #include <sstream>
 
 namespace ka::harness::detail {
+namespace {
+// Keeps a result observable so the call is not optimised away.
+void benchmark_keep(const at::Tensor& t) {
+  static thread_local std::int64_t sink = 0;
+  sink += t.numel();
+}
+}  // namespace
+
 double Tolerance::atol(std::int64_t k) const {
   return atol_per_sqrt_k * std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
 }
@@ -138,6 +148,22 @@ CheckResult GemmCase::check(std::size_t v) {
     r.detail = out.str();
   }
   return r;
+}
+
+void GemmCase::run_pipeline() {
+  Impl& s = *impl_;
+  using T = const at::Tensor&;
+  using S = const at::Scalar&;
+  auto& d = dispatch::Dispatcher::singleton();
+  KA_SPAN("call");
+  if (s.bias.defined()) {
+    static const auto addmm =
+        d.find_op_or_throw("aten::addmm").typed<at::Tensor(T, T, T, S, S)>();
+    benchmark_keep(addmm.call(s.bias, s.mat1, s.mat2, s.c.beta, s.c.alpha));
+  } else {
+    static const auto mm = d.find_op_or_throw("aten::mm").typed<at::Tensor(T, T)>();
+    benchmark_keep(mm.call(s.mat1, s.mat2));
+  }
 }
 
 std::string load_tuned_table(const std::string& path) {

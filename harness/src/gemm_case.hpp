@@ -35,6 +35,7 @@ class GemmCase final : public BenchCase {
   Status run(std::size_t v) override;
   CheckResult check(std::size_t v) override;
   [[nodiscard]] VariantInfo info(std::size_t v) const override;
+  void run_pipeline() override;
 
   /// One call of ka's CPU GEMM into the ka output.
   Status run_ka();

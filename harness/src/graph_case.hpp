@@ -26,6 +26,7 @@ class GraphCase final : public BenchCase {
   /// reference is all zeros), NaN where libtorch has NaN.
   CheckResult check(std::size_t v) override;
   [[nodiscard]] VariantInfo info(std::size_t v) const override;
+  void run_pipeline() override;
 
  private:
   struct Impl;

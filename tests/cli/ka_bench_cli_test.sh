@@ -201,6 +201,14 @@ case "$case_name" in
     [ $rc -eq 2 ] || fail "missing input: exit $rc, expected 2"
     grep -q "bad_graph_input.yaml:12: missing input 'b' of graph 'add'" "$tmp/err" || fail "missing input message"
     ;;
+  breakdown)
+    "$ka_bench" --suite smoke --breakdown --benchmark_filter='primes|square' >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc"
+    grep -qE "^case +calls +call +other +extract +execute +overhead" "$tmp/out" || fail "no breakdown header"
+    grep -qE "^primes +[0-9]+ +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+%" "$tmp/out" || fail "no breakdown row for primes"
+    [ "$(grep -c '^one ' "$tmp/out")" = "0" ] || fail "filter ignored"
+    ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;
 esac

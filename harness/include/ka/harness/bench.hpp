@@ -18,7 +18,8 @@ struct BenchOptions {
   int threads = 0;           ///< libtorch's and ka GEMM cases' threads; 0 = all logical cores.
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
   double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
-  bool explain = false;      ///< Print each case's plan instead of benchmarking.
+  bool explain = false;
+  bool breakdown = false;    ///< Split ka's per-call time into dispatch, extract, execute.      ///< Print each case's plan instead of benchmarking.
   std::string command_line;  ///< Stored with the run.
   std::vector<std::string> benchmark_flags;  ///< --benchmark_* flags passed through.
 };
