@@ -10,8 +10,8 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/profiler/measure.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -161,9 +161,10 @@ void show_devices(Connection& db, const std::string& here) {
 
 void show_recommendations(const std::string& path, const std::string& here) {
   const auto rows = ka::db::read_recommendation_rows(path);
-  std::printf("recommendations: %zu (median: per call, hot cache; gain: default config's median "
-              "/ this one's)\n",
-              rows.size());
+  std::printf(
+      "recommendations: %zu (median: per call, hot cache; gain: default config's median "
+      "/ this one's)\n",
+      rows.size());
   const ka::db::KernelVersions kernels = this_build_kernels();
   std::size_t i = 0;
   while (i < rows.size()) {
@@ -184,9 +185,10 @@ void show_recommendations(const std::string& path, const std::string& here) {
                 t.size());
     t.print("    ");
     if (stale != 0) {
-      std::printf("    * %zu row(s) for a kernel version this build does not have (skipped "
-                  "when loaded)\n",
-                  stale);
+      std::printf(
+          "    * %zu row(s) for a kernel version this build does not have (skipped "
+          "when loaded)\n",
+          stale);
     }
   }
 }
@@ -219,8 +221,8 @@ void show_trials(Connection& db, const ShowOptions& o) {
   auto st = db.prepare(sql);
   if (!o.op.empty()) st.bind(1, o.op);
   if (!o.shape.empty()) st.bind(2, o.shape);
-  TextTable t({"shape key", "kernel", "v", "disposition", "median", "CI95", "reps", "run",
-               "config"});
+  TextTable t(
+      {"shape key", "kernel", "v", "disposition", "median", "CI95", "reps", "run", "config"});
   while (st.step()) {
     std::optional<double> ci;
     if (!st.column_is_null(6)) ci = st.column_double(6);
@@ -243,8 +245,8 @@ int run_show(const ShowOptions& o) {
   require_file(o.db, "database");
   Connection db(o.db, Connection::Mode::kReadOnly);
   const int version = db.user_version();
-  KA_CHECK_TYPE(ka::DbError, version <= ka::db::kSchemaVersion, o.db, ": schema version ",
-                version, " is newer than this ka-db supports (", ka::db::kSchemaVersion, ")");
+  KA_CHECK_TYPE(ka::DbError, version <= ka::db::kSchemaVersion, o.db, ": schema version ", version,
+                " is newer than this ka-db supports (", ka::db::kSchemaVersion, ")");
   KA_CHECK_TYPE(ka::DbError, version >= 1, o.db, ": not a ka database (schema version 0)");
   const bool all = !o.runs && !o.recommendations && !o.trials;
   const std::string here = this_fingerprint();
@@ -277,8 +279,9 @@ struct ExportOptions {
 
 int run_export(const ExportOptions& o) {
   if (!o.symbol.empty() && o.format != "header") {
-    throw UsageError("--symbol names the table in a generated header: use it with --format "
-                     "header");
+    throw UsageError(
+        "--symbol names the table in a generated header: use it with --format "
+        "header");
   }
   require_file(o.db, "database");
   const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
@@ -300,13 +303,14 @@ int run_export(const ExportOptions& o) {
     ka::db::export_json(table, o.out);
   }
   const auto& s = table.skipped();
-  std::printf("exported %zu recommendation(s) of device '%s' from %s to %s (%s%s)\n",
-              table.size(), fp.c_str(), o.db.c_str(), o.out.c_str(), o.format.c_str(),
+  std::printf("exported %zu recommendation(s) of device '%s' from %s to %s (%s%s)\n", table.size(),
+              fp.c_str(), o.db.c_str(), o.out.c_str(), o.format.c_str(),
               o.format == "header" ? (", function " + symbol + "()").c_str() : "");
   if (s.total() != 0) {
-    std::printf("left out: %zu row(s) of other devices, %zu for another kernel version, %zu for "
-                "kernels this build does not have\n",
-                s.other_fingerprint, s.stale_version, s.unknown_kernel);
+    std::printf(
+        "left out: %zu row(s) of other devices, %zu for another kernel version, %zu for "
+        "kernels this build does not have\n",
+        s.other_fingerprint, s.stale_version, s.unknown_kernel);
   }
   return 0;
 }
@@ -324,9 +328,10 @@ int run_import(const ImportOptions& o) {
   Connection target(o.db);
   ka::db::migrate(target);
   const std::size_t n = ka::db::import_sqlite(o.in, target, fp, kernels);
-  std::printf("imported %zu recommendation(s) of device '%s' from %s into %s (rows with the "
-              "same op, shape and kernel replaced)\n",
-              n, fp.c_str(), o.in.c_str(), o.db.c_str());
+  std::printf(
+      "imported %zu recommendation(s) of device '%s' from %s into %s (rows with the "
+      "same op, shape and kernel replaced)\n",
+      n, fp.c_str(), o.in.c_str(), o.db.c_str());
   return 0;
 }
 
@@ -344,13 +349,15 @@ int run_merge(const MergeOptions& o) {
   const ka::db::MergeCounts c = ka::db::merge_databases(target, o.sources);
   std::printf("merged %zu database(s) into %s (one transaction)\n", o.sources.size(),
               o.into.c_str());
-  std::printf("  recommendations: %zu added, %zu replaced (newer kernel version or lower median), "
-              "%zu kept (the existing row was as good or better)\n",
-              c.added, c.replaced, c.kept);
+  std::printf(
+      "  recommendations: %zu added, %zu replaced (newer kernel version or lower median), "
+      "%zu kept (the existing row was as good or better)\n",
+      c.added, c.replaced, c.kept);
   std::printf("  devices: %zu added\n", c.devices);
-  std::printf("  runs: %zu copied under new ids, %zu already present; trials: %zu copied; "
-              "results: %zu copied\n",
-              c.runs, c.runs_present, c.trials, c.results);
+  std::printf(
+      "  runs: %zu copied under new ids, %zu already present; trials: %zu copied; "
+      "results: %zu copied\n",
+      c.runs, c.runs_present, c.trials, c.results);
   return 0;
 }
 
@@ -377,11 +384,11 @@ int run_diff(const DiffOptions& o) {
   const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
   const auto rows = ka::db::diff_databases(o.a, o.b, fp, o.threshold);
   if (rows.empty()) {
-    throw ka::DbError(fmt::format(
-        "no recommendations of device '{}' in {} or {} ({}: {}; {}: {}); pick one with "
-        "--fingerprint",
-        fp, o.a, o.b, o.a, describe_fingerprints(fingerprints_in(o.a)), o.b,
-        describe_fingerprints(fingerprints_in(o.b))));
+    throw ka::DbError(
+        fmt::format("no recommendations of device '{}' in {} or {} ({}: {}; {}: {}); pick one with "
+                    "--fingerprint",
+                    fp, o.a, o.b, o.a, describe_fingerprints(fingerprints_in(o.a)), o.b,
+                    describe_fingerprints(fingerprints_in(o.b))));
   }
   std::printf("diff of the recommendation tables of device '%s'\n  A: %s\n  B: %s\n", fp.c_str(),
               o.a.c_str(), o.b.c_str());
@@ -402,17 +409,20 @@ int run_diff(const DiffOptions& o) {
   }
   t.print();
   using S = ka::db::DiffStatus;
-  std::printf("\n%zu case(s): %zu regression(s), %zu improved, %zu within noise, %zu same, %zu "
-              "only in A, %zu only in B, %zu without a median\n",
-              rows.size(), counts[S::kRegression], counts[S::kImprovement], counts[S::kWithinNoise],
-              counts[S::kSame], counts[S::kOnlyA], counts[S::kOnlyB], counts[S::kUnknown]);
-  std::printf("significant: |B - A| > %.1f%% of A and, when both trials stored a CI95, > "
-              "sqrt(CI95_A^2 + CI95_B^2)\n",
-              100 * o.threshold);
+  std::printf(
+      "\n%zu case(s): %zu regression(s), %zu improved, %zu within noise, %zu same, %zu "
+      "only in A, %zu only in B, %zu without a median\n",
+      rows.size(), counts[S::kRegression], counts[S::kImprovement], counts[S::kWithinNoise],
+      counts[S::kSame], counts[S::kOnlyA], counts[S::kOnlyB], counts[S::kUnknown]);
+  std::printf(
+      "significant: |B - A| > %.1f%% of A and, when both trials stored a CI95, > "
+      "sqrt(CI95_A^2 + CI95_B^2)\n",
+      100 * o.threshold);
   if (threshold_only != 0) {
-    std::printf("(t) %zu case(s) judged by the threshold only: no CI95 stored in the trials of "
-                "A and B for them\n",
-                threshold_only);
+    std::printf(
+        "(t) %zu case(s) judged by the threshold only: no CI95 stored in the trials of "
+        "A and B for them\n",
+        threshold_only);
   }
   if (o.fail_on_regression && counts[S::kRegression] != 0) return 3;
   return 0;
@@ -440,8 +450,8 @@ int main(int argc, char** argv) {
   auto* show_cmd = app.add_subcommand("show", "runs, devices, recommendations and trials");
   show_cmd->footer(
       "Print a readable summary of a ka database: runs, devices, recommendations per "
-              "device (median per call, hot cache; gain over the default config) and trial "
-              "counts. With a section flag, only those sections.");
+      "device (median per call, hot cache; gain over the default config) and trial "
+      "counts. With a section flag, only those sections.");
   show_cmd->add_option("--db", show.db, "ka database")->capture_default_str();
   show_cmd->add_flag("--runs", show.runs, "only the runs");
   show_cmd->add_flag("--recommendations", show.recommendations, "only the recommendations");
@@ -501,8 +511,9 @@ int main(int argc, char** argv) {
   diff_cmd->add_option("B", diff.b, "database compared with A")->required();
   diff_cmd->add_option("--fingerprint", diff.fingerprint,
                        "device whose rows to compare (default: this machine's)");
-  diff_cmd->add_option("--threshold", diff.threshold,
-                       "smallest relative change that counts (0.03 = 3%)")
+  diff_cmd
+      ->add_option("--threshold", diff.threshold,
+                   "smallest relative change that counts (0.03 = 3%)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
   diff_cmd->add_flag("--fail-on-regression", diff.fail_on_regression,
@@ -515,8 +526,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ka-db: error: %s\nRun 'ka-db --help' for the subcommands, 'ka-db "
-                         "SUBCOMMAND --help' for their options.\n",
+    std::fprintf(stderr,
+                 "ka-db: error: %s\nRun 'ka-db --help' for the subcommands, 'ka-db "
+                 "SUBCOMMAND --help' for their options.\n",
                  e.what());
     return 2;
   }

@@ -55,34 +55,62 @@ struct Column {
 
 // Every column but `id` (and `run_id`, which is remapped).
 const std::vector<Column> kRunColumns = {
-    {"started_at", Kind::kText},         {"finished_at", Kind::kText},
-    {"status", Kind::kText},             {"tool", Kind::kText},
-    {"command_line", Kind::kText},       {"host", Kind::kText},
-    {"ka_version", Kind::kText},         {"git_sha", Kind::kText},
-    {"suite", Kind::kText},              {"device", Kind::kText},
-    {"fingerprint", Kind::kText},        {"fingerprint_json", Kind::kText},
-    {"threads", Kind::kInt},             {"fma_peak_gflops", Kind::kReal},
-    {"fma_peak_1t_gflops", Kind::kReal}, {"libtorch_version", Kind::kText},
-    {"openblas_coretype", Kind::kText},  {"openblas_core", Kind::kText},
+    {"started_at", Kind::kText},
+    {"finished_at", Kind::kText},
+    {"status", Kind::kText},
+    {"tool", Kind::kText},
+    {"command_line", Kind::kText},
+    {"host", Kind::kText},
+    {"ka_version", Kind::kText},
+    {"git_sha", Kind::kText},
+    {"suite", Kind::kText},
+    {"device", Kind::kText},
+    {"fingerprint", Kind::kText},
+    {"fingerprint_json", Kind::kText},
+    {"threads", Kind::kInt},
+    {"fma_peak_gflops", Kind::kReal},
+    {"fma_peak_1t_gflops", Kind::kReal},
+    {"libtorch_version", Kind::kText},
+    {"openblas_coretype", Kind::kText},
+    {"openblas_core", Kind::kText},
 };
 const std::vector<Column> kTrialColumns = {
-    {"op", Kind::kText},          {"shape_key", Kind::kText},   {"kernel", Kind::kText},
-    {"kernel_version", Kind::kInt}, {"config", Kind::kText},    {"disposition", Kind::kText},
-    {"error", Kind::kText},       {"median_ns", Kind::kReal},   {"mean_ns", Kind::kReal},
-    {"min_ns", Kind::kReal},      {"max_ns", Kind::kReal},      {"stddev_ns", Kind::kReal},
-    {"ci95_ns", Kind::kReal},     {"repetitions", Kind::kInt},  {"cache_state", Kind::kText},
-    {"created_at", Kind::kText},
+    {"op", Kind::kText},          {"shape_key", Kind::kText},
+    {"kernel", Kind::kText},      {"kernel_version", Kind::kInt},
+    {"config", Kind::kText},      {"disposition", Kind::kText},
+    {"error", Kind::kText},       {"median_ns", Kind::kReal},
+    {"mean_ns", Kind::kReal},     {"min_ns", Kind::kReal},
+    {"max_ns", Kind::kReal},      {"stddev_ns", Kind::kReal},
+    {"ci95_ns", Kind::kReal},     {"repetitions", Kind::kInt},
+    {"cache_state", Kind::kText}, {"created_at", Kind::kText},
 };
 const std::vector<Column> kResultColumns = {
-    {"suite", Kind::kText},        {"case_name", Kind::kText},     {"impl", Kind::kText},
-    {"benchmark_name", Kind::kText}, {"op", Kind::kText},          {"shape_key", Kind::kText},
-    {"m", Kind::kInt},             {"n", Kind::kInt},              {"k", Kind::kInt},
-    {"dtype", Kind::kText},        {"kernel", Kind::kText},        {"kernel_version", Kind::kInt},
-    {"config", Kind::kText},       {"disposition", Kind::kText},   {"error", Kind::kText},
-    {"max_abs_error", Kind::kReal}, {"cache_state", Kind::kText},  {"repetitions", Kind::kInt},
-    {"iterations", Kind::kInt},    {"median_ns", Kind::kReal},     {"mean_ns", Kind::kReal},
-    {"min_ns", Kind::kReal},       {"max_ns", Kind::kReal},        {"stddev_ns", Kind::kReal},
-    {"gflops", Kind::kReal},       {"pct_peak", Kind::kReal},
+    {"suite", Kind::kText},
+    {"case_name", Kind::kText},
+    {"impl", Kind::kText},
+    {"benchmark_name", Kind::kText},
+    {"op", Kind::kText},
+    {"shape_key", Kind::kText},
+    {"m", Kind::kInt},
+    {"n", Kind::kInt},
+    {"k", Kind::kInt},
+    {"dtype", Kind::kText},
+    {"kernel", Kind::kText},
+    {"kernel_version", Kind::kInt},
+    {"config", Kind::kText},
+    {"disposition", Kind::kText},
+    {"error", Kind::kText},
+    {"max_abs_error", Kind::kReal},
+    {"cache_state", Kind::kText},
+    {"repetitions", Kind::kInt},
+    {"iterations", Kind::kInt},
+    {"median_ns", Kind::kReal},
+    {"mean_ns", Kind::kReal},
+    {"min_ns", Kind::kReal},
+    {"max_ns", Kind::kReal},
+    {"stddev_ns", Kind::kReal},
+    {"gflops", Kind::kReal},
+    {"pct_peak", Kind::kReal},
 };
 
 std::string column_list(const std::vector<Column>& columns) {
@@ -165,10 +193,10 @@ std::map<std::int64_t, std::int64_t> merge_runs(Connection& source, Connection& 
   while (read.step()) {
     // Column indices in `read`: id at 0, then kRunColumns from 1.
     find.reset();
-    find.bind(1, read.column_text(1))   // started_at
-        .bind(2, read.column_text(6))   // host
-        .bind(3, read.column_text(4))   // tool
-        .bind(4, read.column_text(5))   // command_line
+    find.bind(1, read.column_text(1))    // started_at
+        .bind(2, read.column_text(6))    // host
+        .bind(3, read.column_text(4))    // tool
+        .bind(4, read.column_text(5))    // command_line
         .bind(5, read.column_text(11));  // fingerprint
     if (find.step()) {
       ids[read.column_int64(0)] = find.column_int64(0);
@@ -195,11 +223,11 @@ std::size_t merge_run_rows(Connection& source, Connection& target, const char* t
                            const std::vector<Column>& columns,
                            const std::map<std::int64_t, std::int64_t>& run_ids) {
   const std::string list = column_list(columns);
-  auto read = source.prepare(std::string("SELECT run_id, ") + list + " FROM " + table +
-                             " ORDER BY id");
-  auto insert = target.prepare(std::string("INSERT INTO ") + table + " (run_id, " + list +
-                               ") VALUES (" + placeholders(columns.size() + 1) +
-                               ") ON CONFLICT DO NOTHING");
+  auto read =
+      source.prepare(std::string("SELECT run_id, ") + list + " FROM " + table + " ORDER BY id");
+  auto insert =
+      target.prepare(std::string("INSERT INTO ") + table + " (run_id, " + list + ") VALUES (" +
+                     placeholders(columns.size() + 1) + ") ON CONFLICT DO NOTHING");
   std::size_t copied = 0;
   while (read.step()) {
     const auto it = run_ids.find(read.column_int64(0));
@@ -228,8 +256,7 @@ void merge_recommendations(Connection& source, Connection& target,
     // See Note [Merge rules] on source_run.
     if (row.source_run.has_value()) {
       const auto it = run_ids.find(*row.source_run);
-      row.source_run =
-          it != run_ids.end() ? std::optional<std::int64_t>(it->second) : std::nullopt;
+      row.source_run = it != run_ids.end() ? std::optional<std::int64_t>(it->second) : std::nullopt;
     }
     find.reset();
     find.bind(1, row.fingerprint).bind(2, row.op).bind(3, row.shape_key).bind(4, row.kernel);
@@ -320,9 +347,8 @@ std::string_view to_string(DiffStatus s) {
   return "?";
 }
 
-DiffStatus classify_change(double median_a_ns, double median_b_ns,
-                           std::optional<double> ci95_a_ns, std::optional<double> ci95_b_ns,
-                           double threshold) {
+DiffStatus classify_change(double median_a_ns, double median_b_ns, std::optional<double> ci95_a_ns,
+                           std::optional<double> ci95_b_ns, double threshold) {
   // See Note [Significant change].
   if (!std::isfinite(median_a_ns) || !std::isfinite(median_b_ns) || median_a_ns <= 0) {
     return DiffStatus::kUnknown;
@@ -380,8 +406,8 @@ std::vector<DiffRow> diff_tables(const std::vector<Recommendation>& a,
     } else {
       d.used_ci = d.ci95_a_ns.has_value() && d.ci95_b_ns.has_value();
       if (d.a->median_ns > 0) d.ratio = d.b->median_ns / d.a->median_ns;
-      d.status = classify_change(d.a->median_ns, d.b->median_ns, d.ci95_a_ns, d.ci95_b_ns,
-                                 threshold);
+      d.status =
+          classify_change(d.a->median_ns, d.b->median_ns, d.ci95_a_ns, d.ci95_b_ns, threshold);
     }
     out.push_back(std::move(d));
   }
@@ -407,10 +433,9 @@ std::vector<DiffRow> diff_databases(const std::string& path_a, const std::string
                                     std::string_view fingerprint, double threshold) {
   auto rows_of = [fingerprint](const std::string& path) {
     std::vector<Recommendation> rows = read_recommendation_rows(path);
-    rows.erase(std::remove_if(rows.begin(), rows.end(),
-                              [fingerprint](const Recommendation& r) {
-                                return r.fingerprint != fingerprint;
-                              }),
+    rows.erase(std::remove_if(
+                   rows.begin(), rows.end(),
+                   [fingerprint](const Recommendation& r) { return r.fingerprint != fingerprint; }),
                rows.end());
     return rows;
   };

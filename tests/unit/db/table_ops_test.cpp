@@ -9,8 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -161,8 +161,9 @@ TEST_F(TableOpsTest, MergeCombinesMachinesWithWinnerAndVersionRules) {
   EXPECT_EQ(host_of(*find(1).source_run), "box-a");
   ASSERT_TRUE(find(2).source_run.has_value());
   EXPECT_EQ(host_of(*find(2).source_run), "box-b");
-  EXPECT_EQ(count(target, "SELECT count(*) FROM trials t JOIN runs r ON r.id = t.run_id "
-                          "WHERE r.host = 'box-b'"),
+  EXPECT_EQ(count(target,
+                  "SELECT count(*) FROM trials t JOIN runs r ON r.id = t.run_id "
+                  "WHERE r.host = 'box-b'"),
             4);
 }
 

@@ -27,11 +27,11 @@ std::vector<Recommendation> read_recommendation_rows(const std::string& path);
 
 /// What merge_databases() did.
 struct MergeCounts {
-  std::size_t added = 0;     ///< Recommendations new to the target.
-  std::size_t replaced = 0;  ///< Target recommendations replaced by a better source row.
-  std::size_t kept = 0;      ///< Source recommendations dropped: the target's row was better.
-  std::size_t devices = 0;   ///< `devices` rows added to the target.
-  std::size_t runs = 0;      ///< `runs` rows copied (with new ids).
+  std::size_t added = 0;         ///< Recommendations new to the target.
+  std::size_t replaced = 0;      ///< Target recommendations replaced by a better source row.
+  std::size_t kept = 0;          ///< Source recommendations dropped: the target's row was better.
+  std::size_t devices = 0;       ///< `devices` rows added to the target.
+  std::size_t runs = 0;          ///< `runs` rows copied (with new ids).
   std::size_t runs_present = 0;  ///< Source runs the target already had (same run), not copied.
   std::size_t trials = 0;        ///< `trials` rows copied.
   std::size_t results = 0;       ///< `results` rows copied.
@@ -65,8 +65,8 @@ struct DiffRow {
   std::optional<Recommendation> b;
   std::optional<double> ci95_a_ns;  ///< Half-width of A's median's CI95 (from its trial).
   std::optional<double> ci95_b_ns;
-  double ratio = 0.0;          ///< b.median_ns / a.median_ns; NaN when not comparable.
-  bool used_ci = false;        ///< Both CI95s known: significance used them, not only the threshold.
+  double ratio = 0.0;    ///< b.median_ns / a.median_ns; NaN when not comparable.
+  bool used_ci = false;  ///< Both CI95s known: significance used them, not only the threshold.
   DiffStatus status = DiffStatus::kUnknown;
 };
 
