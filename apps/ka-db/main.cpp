@@ -21,6 +21,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -85,6 +86,29 @@ class TextTable {
     return n;
   }
   std::vector<std::vector<std::string>> rows_;
+};
+
+// Removes a database this command created when the command then fails, so that a refused
+// import or merge leaves no empty ka.db behind.
+class NewFileGuard {
+ public:
+  explicit NewFileGuard(std::string path) : path_(std::move(path)) {
+    std::error_code ec;
+    created_ = !fs::exists(path_, ec);
+  }
+  ~NewFileGuard() {
+    if (!created_ || done_) return;
+    std::error_code ignored;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path_ + suffix, ignored);
+  }
+  NewFileGuard(const NewFileGuard&) = delete;
+  NewFileGuard& operator=(const NewFileGuard&) = delete;
+  void keep() { done_ = true; }
+
+ private:
+  std::string path_;
+  bool created_ = false;
+  bool done_ = false;
 };
 
 std::string this_fingerprint() { return ka::cpu_fingerprint().key(); }
@@ -325,9 +349,14 @@ int run_import(const ImportOptions& o) {
   require_file(o.in, "table export");
   const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
   const auto kernels = this_build_kernels();
-  Connection target(o.db);
-  ka::db::migrate(target);
-  const std::size_t n = ka::db::import_sqlite(o.in, target, fp, kernels);
+  NewFileGuard guard(o.db);
+  std::size_t n = 0;
+  {
+    Connection target(o.db);
+    ka::db::migrate(target);
+    n = ka::db::import_sqlite(o.in, target, fp, kernels);
+  }
+  guard.keep();
   std::printf(
       "imported %zu recommendation(s) of device '%s' from %s into %s (rows with the "
       "same op, shape and kernel replaced)\n",
@@ -345,8 +374,13 @@ struct MergeOptions {
 
 int run_merge(const MergeOptions& o) {
   for (const std::string& s : o.sources) require_file(s, "database");
-  Connection target(o.into);
-  const ka::db::MergeCounts c = ka::db::merge_databases(target, o.sources);
+  NewFileGuard guard(o.into);
+  ka::db::MergeCounts c;
+  {
+    Connection target(o.into);
+    c = ka::db::merge_databases(target, o.sources);
+  }
+  guard.keep();
   std::printf("merged %zu database(s) into %s (one transaction)\n", o.sources.size(),
               o.into.c_str());
   std::printf(
@@ -420,8 +454,8 @@ int run_diff(const DiffOptions& o) {
       100 * o.threshold);
   if (threshold_only != 0) {
     std::printf(
-        "(t) %zu case(s) judged by the threshold only: no CI95 stored in the trials of "
-        "A and B for them\n",
+        "(t) %zu case(s) judged by the threshold only: A's or B's trials hold no CI95 "
+        "for the recommended config\n",
         threshold_only);
   }
   if (o.fail_on_regression && counts[S::kRegression] != 0) return 3;

@@ -2,6 +2,7 @@
 // the winners (the recommendation table the extractor consults).
 #include <ka/core/error.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/harness/fusion_tune.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/profiler/measure.hpp>
 #include <ka/tuner/search.hpp>
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
   std::string suite;
   std::string suites_dir;
   bool replay = false;
+  bool fusion = false;
+  std::string filter;
   bool list = false;
   bool verbose = false;
   bool quiet = false;
@@ -84,6 +87,11 @@ int main(int argc, char** argv) {
                "report the evaluations it needs to get within --tolerance of each optimum");
   app.add_option("--tolerance", tolerance, "replay: how close to the optimum counts (0.03 = 3%)")
       ->capture_default_str();
+  app.add_flag("--fusion", fusion,
+               "with --suite (graph cases, e.g. fused): time each graph fused and unfused and "
+               "store the measured fusion decision per pattern and shape; the extractor then "
+               "follows it");
+  app.add_option("--filter", filter, "with --fusion: regex on the case names");
   app.add_flag("--list-strategies", list, "list the strategies and exit");
   app.add_flag("-q,--quiet", quiet, "no progress bar");
   app.add_flag("-v,--verbose", verbose, "debug logging");
@@ -120,6 +128,17 @@ int main(int argc, char** argv) {
       std::printf("median over %zu shapes: %.1f%% of the space\n", fractions.size(),
                   100 * fractions[fractions.size() / 2]);
       return 0;
+    }
+    if (fusion) {
+      if (suite.empty()) return fail(2, "--fusion needs --suite (e.g. --suite fused)");
+      ka::harness::FusionTuneOptions f;
+      f.suite = suite;
+      f.suites_dir = suites_dir;
+      f.filter = filter;
+      f.db_path = o.db_path;
+      f.command_line = o.command_line;
+      f.measure = o.measure;
+      return ka::harness::tune_fusion(f);
     }
     if (o.op.empty()) return fail(2, "--op is required (e.g. --op aten::addmm)");
     o.shapes = split_list(shapes);

@@ -146,6 +146,16 @@ void GraphCase::run_pipeline() {
   s.rt.run_graph(*s.graph, s.inputs, extractor::GraphOptions{true});
 }
 
+GraphCase::FusionTiming GraphCase::time_fusion(const profiler::MeasureOptions& options) {
+  Impl& s = *impl_;
+  FusionTiming t;
+  (void)check(0);  // runs once fused and records the plan; throws what ka throws
+  t.plan = info(0);
+  t.fused = profiler::measure([&] { s.rt.run_graph(*s.graph, s.inputs, {true}); }, options);
+  t.unfused = profiler::measure([&] { s.rt.run_graph(*s.graph, s.inputs, {false}); }, options);
+  return t;
+}
+
 Status GraphCase::run(std::size_t v) {
   Impl& s = *impl_;
   if (v < 2) {

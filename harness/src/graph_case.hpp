@@ -5,6 +5,8 @@
 
 #include "bench_case.hpp"
 
+#include <ka/profiler/measure.hpp>
+
 #include <cstdint>
 #include <memory>
 
@@ -27,6 +29,15 @@ class GraphCase final : public BenchCase {
   CheckResult check(std::size_t v) override;
   [[nodiscard]] VariantInfo info(std::size_t v) const override;
   void run_pipeline() override;
+
+  /// Times the whole graph fused and unfused with profiler::measure (alternating, so drift
+  /// hits both) and returns both, plus the fused run's plan (info(0).tasks).
+  struct FusionTiming {
+    profiler::Measurement fused;
+    profiler::Measurement unfused;
+    VariantInfo plan;
+  };
+  FusionTiming time_fusion(const profiler::MeasureOptions& options);
 
  private:
   struct Impl;

@@ -73,7 +73,10 @@ case "$case_name" in
     "$ka_db" import --db "$tmp/other.db" --in "$tmp/stale.sqlite" >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 1 ] || fail "stale import: expected exit 1"
     grep -q "ka-db: error: .*refusing to import.*version" "$tmp/err" || fail "stale import message"
-    [ "$(q "$tmp/other.db" "SELECT count(*) FROM recommendations")" = 0 ] || fail "refused import wrote rows"
+    [ -e "$tmp/other.db" ] && fail "refused import left a new database behind"
+    "$ka_db" import --db "$tmp/new.db" --in "$tmp/stale.sqlite" >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 1 ] || fail "stale import into an existing db: expected exit 1"
+    [ "$(q "$tmp/new.db" "SELECT count(*) FROM recommendations")" = 2 ] || fail "refused import changed rows"
     ;;
   merge)
     tune "$tmp/a.db" 16x32x48,1x64x128 1

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Drives the real ka-tune binary.
-# Usage: ka_tune_cli_test.sh CASE KA_TUNE SQLITE3
+# Usage: ka_tune_cli_test.sh CASE KA_TUNE SQLITE3 [SUITE_FIXTURES]
 set -u
 case_name=$1
 ka_tune=$2
 sqlite3=$3
+suite_fixtures=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL [$case_name]: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null; echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
@@ -51,6 +52,14 @@ case "$case_name" in
     first=$(cat "$tmp/out")
     "$ka_tune" --replay --strategy model --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
     [ "$first" = "$(cat "$tmp/out")" ] || fail "replay is not deterministic"
+    ;;
+  fusion)
+    "$ka_tune" --suite "$suite_fixtures/fused_tiny.yaml" --fusion --config-budget 0.05 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc"
+    grep -q "fused::" "$tmp/out" || fail "no fused pattern in the table"
+    n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM recommendations WHERE op LIKE 'fused::%' AND fusion IN ('fused', 'unfused')")
+    [ "$n" -ge 1 ] || fail "no fusion decision stored"
     ;;
   bad_input)
     "$ka_tune" --op aten::addmm --shapes 12x13 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"

@@ -76,6 +76,41 @@ TEST(TunedTable, EnvironmentAndCompiledTablesGiveTheSamePick) {
   std::remove(path.c_str());
 }
 
+TEST(TunedTable, AMeasuredUnfusedDecisionOverridesTheFusionRules) {
+  const std::string ir = R"IR(
+graph(%x : Tensor, %mask : Tensor):
+  %scale : float = prim::Constant[value=0.5]()
+  %dim : int = prim::Constant[value=-1]()
+  %one : int = prim::Constant[value=1]()
+  %false : bool = prim::Constant[value=0]()
+  %t : Tensor = aten::mul(%x, %scale)
+  %u : Tensor = aten::add(%t, %mask, %one)
+  %p : Tensor = aten::_softmax(%u, %dim, %false)
+  return (%p)
+)IR";
+  Runtime rt;
+  const std::vector<c10::IValue> in = {at::randn({6, 40}), at::zeros({6, 40})};
+  const GraphResult fused = rt.run_graph(ir, in);
+  ASSERT_EQ(fused.tasks.size(), 1U);
+  const extractor::TaskPlan& t = fused.tasks[0];
+  ASSERT_EQ(t.pattern.rfind("fused::pointwise_softmax", 0), 0U) << t.pattern;
+
+  db::Recommendation row;
+  row.fingerprint = cpu_fingerprint().key();
+  row.op = "fused::pointwise_softmax";
+  row.shape_key = t.shape_key;
+  row.kernel = t.kernel;
+  row.kernel_version = t.kernel_version;
+  row.config = LaunchConfig::parse(t.config);
+  row.fusion = "unfused";
+  rt.set_table(db::RecommendationTable(row.fingerprint, {row},
+                                       extractor::Extractor::global().kernel_versions()));
+  const GraphResult split = rt.run_graph(ir, in);
+  EXPECT_EQ(split.tasks.size(), 3U) << "the measured decision was ignored";
+  EXPECT_TRUE(at::allclose(split.outputs[0].toTensor(), fused.outputs[0].toTensor(), 1e-5, 1e-6));
+  rt.set_table(db::RecommendationTable());
+}
+
 TEST(TunedTable, AnUnreadableTableNamesTheFile) {
   Runtime rt;
   try {

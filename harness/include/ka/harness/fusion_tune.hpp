@@ -1,0 +1,30 @@
+// Fusion decisions measured per pattern and shape: ka-tune --fusion.
+#pragma once
+
+#include <ka/profiler/measure.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace ka::harness {
+
+/// What to measure.
+struct FusionTuneOptions {
+  std::string suite;       ///< A suite with graph cases (e.g. "fused").
+  std::string suites_dir;
+  std::string filter;      ///< Regex on case names; "" = all graph cases.
+  std::string db_path = "ka.db";
+  std::string command_line;
+  profiler::MeasureOptions measure;
+  std::FILE* out = stdout;
+};
+
+/// For every graph case of the suite: runs the graph fused and unfused (each timed by
+/// profiler::measure), decides "fused" when the fused run's median interval lies below the
+/// unfused one's, "unfused" when it lies above, and keeps the rule ("fused") when they
+/// overlap; stores the decision with every fused task's pattern and shape key in the
+/// recommendation table (which the extractor consults before fusing), and prints a table.
+/// Returns 0, or 1 when a case failed. Throws ka::ValueError for a bad suite.
+int tune_fusion(const FusionTuneOptions& options);
+
+}  // namespace ka::harness
