@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
                "execute; graphs fused) and print how a call's time splits between dispatch, "
                "extraction and kernel execution, from the profiler's spans; nothing is stored "
                "(--benchmark_filter=REGEX selects cases)");
+  app.add_option("--trace", options.trace_path,
+                 "write a Chrome trace (chrome://tracing, Perfetto) of ka's pipeline spans — "
+                 "extract, execute, blocks with task ids — and, where CUPTI and a GPU are "
+                 "present, GPU kernels and copies; spans come from --breakdown and graph cases");
   app.add_option("--dump-dispatch", dump_dispatch,
                  "print the dispatcher's registration state and computed kernel table of an "
                  "operator ka serves (e.g. aten::addmm) and exit");

@@ -8,6 +8,7 @@
 #include <ka/harness/bench.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/kernels/gemm.hpp>
+#include <ka/profiler/cupti_profiler.hpp>
 #include <ka/profiler/measure.hpp>
 #include <ka/profiler/peak_probe.hpp>
 #include <ka/profiler/span.hpp>
@@ -549,18 +550,26 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite) {
     try {
       auto b = detail::make_bench_case(c, kSeed + i, context);
       for (int w = 0; w < 3; ++w) b->run_pipeline();
-      rec.clear();
+      // With --trace the recorder is already on and keeps everything; otherwise it is on for
+      // this case only. Either way only this case's spans are summed.
+      const bool tracing = rec.enabled();
+      if (!tracing) rec.clear();
       rec.set_enabled(true);
+      const std::int64_t since_ns = profiler::now_ns();
       const auto start = std::chrono::steady_clock::now();
       int calls = 0;
       while (calls < 2000 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.3) {
         b->run_pipeline();
         ++calls;
       }
-      rec.set_enabled(false);
       std::map<std::string, double> total;
-      for (const auto& st : rec.aggregate()) total[st.name] = static_cast<double>(st.total_ns);
-      rec.clear();
+      for (const profiler::Span& sp : rec.collect()) {
+        if (sp.start_ns >= since_ns) total[sp.name] += static_cast<double>(sp.duration_ns());
+      }
+      if (!tracing) {
+        rec.set_enabled(false);
+        rec.clear();
+      }
       const double call = total["call"] / calls;
       const double extract = total["extract"] / calls;
       const double execute = total["execute"] / calls;
@@ -666,7 +675,53 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
 
 }  // namespace
 
+namespace {
+// Note [--trace]
+// With --trace, the global span recorder is on for the whole run, and a CUPTI profiler runs
+// alongside when this build has CUPTI and a GPU answers; at the end GPU activity joins the
+// host spans and the lot is written as one Chrome trace (chrome://tracing, Perfetto). Op cases
+// benchmark the kernel directly, so their spans come from --breakdown's pipeline calls and
+// graph cases' runs.
+class TraceSession {
+ public:
+  explicit TraceSession(std::string path) : path_(std::move(path)) {
+    if (path_.empty()) return;
+    profiler::SpanRecorder::global().clear();
+    profiler::SpanRecorder::global().set_enabled(true);
+    if (profiler::CuptiProfiler::compiled()) {
+      cupti_ = std::make_unique<profiler::CuptiProfiler>();
+      if (Status st = cupti_->start(); !st) {
+        log().info("--trace: no GPU activity in the trace: {}", st.reason());
+        cupti_.reset();
+      }
+    }
+  }
+  ~TraceSession() {
+    if (path_.empty()) return;
+    auto& rec = profiler::SpanRecorder::global();
+    rec.set_enabled(false);
+    try {
+      if (cupti_) {
+        cupti_->stop();
+        cupti_->export_spans(rec);
+      }
+      rec.write_chrome_trace(path_);
+      std::fprintf(stderr, "trace: %zu spans written to %s\n", rec.collect().size(), path_.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ka-bench: error: --trace: %s\n", e.what());
+    }
+  }
+  TraceSession(const TraceSession&) = delete;
+  TraceSession& operator=(const TraceSession&) = delete;
+
+ private:
+  std::string path_;
+  std::unique_ptr<profiler::CuptiProfiler> cupti_;
+};
+}  // namespace
+
 int run_suite(const BenchOptions& options) {
+  const TraceSession trace(options.trace_path);
   Session s;
   s.options = options;
   const std::string path = find_suite_file(options.suite, options.suites_dir);

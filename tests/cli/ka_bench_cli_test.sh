@@ -209,6 +209,15 @@ case "$case_name" in
     grep -qE "^primes +[0-9]+ +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+%" "$tmp/out" || fail "no breakdown row for primes"
     [ "$(grep -c '^one ' "$tmp/out")" = "0" ] || fail "filter ignored"
     ;;
+  trace)
+    "$ka_bench" --suite smoke --breakdown --benchmark_filter=primes --trace "$tmp/trace.json" >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 0 ] || fail "exit $?"
+    grep -q '"traceEvents"' "$tmp/trace.json" || fail "no Chrome trace written"
+    for stage in call extract execute; do
+      grep -q "\"name\":\"$stage\"" "$tmp/trace.json" || fail "no $stage span in the trace"
+    done
+    grep -qE "^trace: [0-9]+ spans written to $tmp/trace.json" "$tmp/err" || fail "no trace line"
+    ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;
 esac

@@ -19,7 +19,10 @@ struct BenchOptions {
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
   double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
   bool explain = false;
-  bool breakdown = false;    ///< Split ka's per-call time into dispatch, extract, execute.      ///< Print each case's plan instead of benchmarking.
+  bool breakdown = false;    ///< Split ka's per-call time into dispatch, extract, execute.
+  /// Write a Chrome trace of ka's pipeline spans (and CUPTI's GPU activity where a GPU and
+  /// CUPTI are present) to this file at the end; "" = no trace.
+  std::string trace_path;      ///< Print each case's plan instead of benchmarking.
   std::string command_line;  ///< Stored with the run.
   std::vector<std::string> benchmark_flags;  ///< --benchmark_* flags passed through.
 };
