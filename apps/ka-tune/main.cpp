@@ -80,6 +80,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--config-budget", o.measure.budget_s, "seconds of timing per configuration")
       ->capture_default_str();
+  std::string cache = "hot";
+  app.add_option("--cache", cache,
+                 "hot: configurations timed back to back; cold: caches flushed before every call "
+                 "(trials are kept apart by cache state)")
+      ->check(CLI::IsMember({"hot", "cold"}))
+      ->capture_default_str();
   app.add_option("--finalists", o.finalists, "candidates re-measured to separate the winner")
       ->capture_default_str();
   app.add_flag("--replay", replay,
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (verbose) ka::set_log_level(spdlog::level::debug);
+  o.measure.mode = cache == "cold" ? ka::profiler::CacheMode::kCold : ka::profiler::CacheMode::kHot;
   if (quiet) o.progress = nullptr;
   if (list) {
     for (const auto& s : ka::tuner::strategy_names()) std::printf("%s\n", s.c_str());
@@ -151,8 +158,9 @@ int main(int argc, char** argv) {
     }
     if (o.shapes.empty()) return fail(2, "give --shapes or --suite");
     const auto outcomes = ka::tuner::tune(o);
-    std::printf("\nka-tune: %s, strategy %s, %s (per config: median, CI95 target %.1f%%, hot cache)\n",
-                o.op.c_str(), o.strategy.c_str(), o.db_path.c_str(), 100 * o.measure.target_rel_ci95);
+    std::printf("\nka-tune: %s, strategy %s, %s (per config: median, CI95 target %.1f%%, %s cache)\n",
+                o.op.c_str(), o.strategy.c_str(), o.db_path.c_str(), 100 * o.measure.target_rel_ci95,
+                cache.c_str());
     std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
                 "default", "gain", "configs (new+reused / space)");
     for (const auto& r : outcomes) {

@@ -97,13 +97,14 @@ std::string check_output(const at::Tensor& got, const ShapeCall& c) {
 }
 
 db::TrialRow trial_row(const extractor::PreparedCall& call, const LaunchConfig& point,
-                       const std::string& op) {
+                       const std::string& op, profiler::CacheMode options_mode) {
   db::TrialRow row;
   row.op = op;
   row.shape_key = call.shape_key().str();
   row.kernel = call.kernel().name;
   row.kernel_version = call.kernel().version;
   row.config = point.str();
+  row.cache_state = profiler::to_string(options_mode);
   return row;
 }
 
@@ -111,13 +112,14 @@ db::TrialRow trial_row(const extractor::PreparedCall& call, const LaunchConfig& 
 // (nullopt for a configuration that did not run ok).
 std::map<std::string, Evaluation> earlier_trials(db::ResultsStore& store, const std::string& fp,
                                                  const std::string& op, const std::string& key,
-                                                 const kernels::KernelDescriptor& d) {
+                                                 const kernels::KernelDescriptor& d,
+                                                 const char* cache_state) {
   std::map<std::string, Evaluation> out;
   auto st = store.connection().prepare(
       "SELECT t.config, t.disposition, t.median_ns FROM trials t JOIN runs r ON r.id = t.run_id "
       "WHERE r.fingerprint = ?1 AND t.op = ?2 AND t.shape_key = ?3 AND t.kernel = ?4 AND "
-      "t.kernel_version = ?5 AND t.cache_state = 'hot' ORDER BY t.id");
-  st.bind(1, fp).bind(2, op).bind(3, key).bind(4, d.name).bind(5, d.version);
+      "t.kernel_version = ?5 AND t.cache_state = ?6 ORDER BY t.id");
+  st.bind(1, fp).bind(2, op).bind(3, key).bind(4, d.name).bind(5, d.version).bind(6, cache_state);
   while (st.step()) {
     const std::string disposition = st.column_text(1);
     out[st.column_text(0)] = disposition == "ok" && !st.column_is_null(2)
@@ -213,7 +215,8 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       // Resume: what earlier runs measured is history, not work.
       History resumed;
       std::map<std::string, Evaluation> earlier;
-      if (!o.fresh) earlier = earlier_trials(store, fp.key(), base->lookup_op(), key, d);
+      const char* cache_state = profiler::to_string(o.measure.mode);
+      if (!o.fresh) earlier = earlier_trials(store, fp.key(), base->lookup_op(), key, d, cache_state);
       for (std::size_t i = 0; i < space.size(); ++i) {
         const auto it = earlier.find(space.point(i).str());
         if (it == earlier.end()) continue;
@@ -230,7 +233,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
         Evaluation result;
         try {
           const auto call = ex.prepare_call(handle, c.args.data(), c.args.size(), &point);
-          row = trial_row(*call, point, base->lookup_op());
+          row = trial_row(*call, point, base->lookup_op(), o.measure.mode);
           if (!call->status()) {
             row.disposition = db::Disposition::kUnsupported;
             row.error = call->status().reason();
@@ -254,7 +257,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
             }
           }
         } catch (const Error& e) {
-          row = trial_row(*base, point, base->lookup_op());
+          row = trial_row(*base, point, base->lookup_op(), o.measure.mode);
           row.disposition = db::Disposition::kFailed;
           row.error = e.what();
         }
@@ -372,7 +375,7 @@ std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string&
     const auto it = kernels_by_name.find(kernel);
     if (it == kernels_by_name.end() || it->second->version != version) continue;
     const SearchSpace space(it->second->space);
-    const auto trials = earlier_trials(store, fp, op, key, *it->second);
+    const auto trials = earlier_trials(store, fp, op, key, *it->second, "hot");
     std::vector<Evaluation> recorded(space.size());
     std::size_t covered = 0;
     for (std::size_t i = 0; i < space.size(); ++i) {
