@@ -1,0 +1,76 @@
+// A plain Google Benchmark loop over ka's CPU GEMM, for checking ka-bench's measurement: the
+// same kernel, inputs and configuration (the descriptor's default) as ka-bench's matmul cases,
+// timed by Google Benchmark's own loop instead of ka-bench's manual timing.
+//
+//   ka_gemm_plain_bench --benchmark_repetitions=5 --benchmark_filter=512
+#include <ka/core/launch_config.hpp>
+#include <ka/kernels/gemm.hpp>
+#include <ka/kernels/tensor_view.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct AlignedFloats {
+  explicit AlignedFloats(std::int64_t n)
+      : size(n),
+        ptr(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>((n * 4 + 63) / 64 * 64)))) {}
+  ~AlignedFloats() { std::free(ptr); }
+  AlignedFloats(const AlignedFloats&) = delete;
+  AlignedFloats& operator=(const AlignedFloats&) = delete;
+  float* data() const { return ptr; }
+  std::int64_t size;
+  float* ptr;
+};
+
+void BM_GemmPlain(benchmark::State& state) {
+  const std::int64_t m = state.range(0);
+  const std::int64_t k = state.range(1);
+  const std::int64_t n = state.range(2);
+  const bool with_bias = state.range(3) != 0;  // aten::addmm (1) or aten::mm (0)
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0F, 1.0F);
+  // 64-byte aligned, as libtorch's allocator (and so ka-bench's tensors) gives.
+  AlignedFloats a(m * k), b(k * n), bias(n), c(m * n);
+  for (auto* v : {&a, &b, &bias}) {
+    for (std::int64_t i = 0; i < v->size; ++i) v->data()[i] = u(rng);
+  }
+  const ka::Device cpu = ka::Device::cpu();
+  ka::kernels::AddmmArgs args;
+  args.out = ka::kernels::TensorView::contiguous(c.data(), ka::DType::kFloat32, cpu, {m, n});
+  args.mat1 = ka::kernels::TensorView::contiguous(a.data(), ka::DType::kFloat32, cpu, {m, k});
+  args.mat2 = ka::kernels::TensorView::contiguous(b.data(), ka::DType::kFloat32, cpu, {k, n});
+  if (with_bias) {
+    args.self = ka::kernels::TensorView::contiguous(bias.data(), ka::DType::kFloat32, cpu, {n});
+  } else {
+    args.beta = 0.0F;
+  }
+  const auto& d = ka::kernels::gemm_f32_cpu_descriptor();
+  const ka::LaunchConfig config =
+      d.default_config(ka::kernels::addmm_shape_key(m, k, n, with_bias));
+  for (auto _ : state) {
+    if (!ka::kernels::gemm_f32_cpu(args, config)) state.SkipWithError("config refused");
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+// ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16.
+BENCHMARK(BM_GemmPlain)
+    ->Args({512, 512, 512, 0})
+    ->Args({512, 768, 3072, 1})
+    ->Args({1024, 3072, 768, 1})
+    ->Args({16, 4096, 4096, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
