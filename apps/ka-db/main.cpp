@@ -404,12 +404,13 @@ struct DiffOptions {
 };
 
 std::string config_change(const ka::db::DiffRow& d) {
-  const std::string a = d.a.has_value() ? d.a->config.str() : "";
-  const std::string b = d.b.has_value() ? d.b->config.str() : "";
-  if (!d.a.has_value()) return b;
-  if (!d.b.has_value()) return a;
-  if (a == b && d.a->kernel == d.b->kernel) return "same: " + a;
-  return d.a->kernel + " " + a + "  ->  " + d.b->kernel + " " + b;
+  if (!d.a.has_value()) return d.b->kernel + " " + d.b->config.str();
+  if (!d.b.has_value()) return d.a->kernel + " " + d.a->config.str();
+  std::string a = d.a->config.str();
+  std::string b = d.b->config.str();
+  if (d.a->kernel != d.b->kernel) return d.a->kernel + " " + a + "  ->  " + d.b->kernel + " " + b;
+  if (a == b) return d.a->kernel + " " + a + "  (same)";
+  return d.a->kernel + " " + a + "  ->  " + b;
 }
 
 int run_diff(const DiffOptions& o) {

@@ -52,7 +52,7 @@ class TableOpsTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  [[nodiscard]] std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   static RunInfo run_info(const std::string& host) {
     RunInfo info;
