@@ -3,7 +3,22 @@
 #include <ka/db/results_store.hpp>
 #include <ka/db/schema.hpp>
 
+#include <unistd.h>
+
 namespace ka::db {
+
+RunInfo cpu_run_info(std::string tool, std::string command_line) {
+  RunInfo info;
+  info.tool = std::move(tool);
+  info.command_line = std::move(command_line);
+  char host[256] = {};
+  info.host = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "unknown";
+  const DeviceFingerprint fp = cpu_fingerprint();
+  info.device = fp.device.str();
+  info.fingerprint = fp.key();
+  info.fingerprint_json = fields_json(fp);
+  return info;
+}
 
 std::string_view to_string(Disposition d) {
   switch (d) {

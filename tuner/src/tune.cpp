@@ -11,7 +11,6 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -179,19 +178,10 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
   const DeviceFingerprint fp = cpu_fingerprint();
   db::ResultsStore store(o.db_path);
   store.record_device(fp);
-  db::RunInfo info;
-  info.tool = "ka-tune";
-  info.command_line = o.command_line;
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  info.host = host;
+  db::RunInfo info = db::cpu_run_info("ka-tune", o.command_line);
   info.ka_version = KA_VERSION;
   info.git_sha = KA_GIT_SHA;
   info.suite = "";
-  info.device = "cpu";
-  info.fingerprint = fp.key();
-  info.fingerprint_json = db::fields_json(fp);
-  info.threads = 0;
   const std::int64_t run = store.begin_run(info);
   std::vector<ShapeOutcome> outcomes;
   try {

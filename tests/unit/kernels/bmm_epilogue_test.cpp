@@ -11,21 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "torch_view.hpp"
+
 namespace ka::kernels {
 namespace {
 
-TensorView view_of(const at::Tensor& t) {
-  TensorView v;
-  v.data = t.data_ptr();
-  v.dtype = DType::kFloat32;
-  v.device = Device::cpu();
-  v.ndim = static_cast<int>(t.dim());
-  for (int d = 0; d < v.ndim; ++d) {
-    v.sizes[static_cast<std::size_t>(d)] = t.size(d);
-    v.strides[static_cast<std::size_t>(d)] = t.stride(d);
-  }
-  return v;
-}
+using test::view_of;
 
 LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64_t threads,
                     std::int64_t skinny = 0) {

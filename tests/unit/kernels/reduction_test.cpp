@@ -10,22 +10,12 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "torch_view.hpp"
 
 namespace ka::kernels {
 namespace {
 
-TensorView view_of(const at::Tensor& t) {
-  TensorView v;
-  v.data = t.defined() ? t.data_ptr() : nullptr;
-  v.dtype = DType::kFloat32;
-  v.device = Device::cpu();
-  v.ndim = t.defined() ? static_cast<int>(t.dim()) : 0;
-  for (int d = 0; d < v.ndim; ++d) {
-    v.sizes[static_cast<std::size_t>(d)] = t.size(d);
-    v.strides[static_cast<std::size_t>(d)] = t.stride(d);
-  }
-  return v;
-}
+using test::view_of;
 
 LaunchConfig config(std::int64_t rows_per_block, std::int64_t threads) {
   LaunchConfig c;
