@@ -11,6 +11,7 @@
 #include <ka/profiler/cupti_profiler.hpp>
 #include <ka/profiler/measure.hpp>
 #include <ka/profiler/peak_probe.hpp>
+#include <ka/profiler/perf_counters.hpp>
 #include <ka/profiler/span.hpp>
 #include <ka/profiler/statistics.hpp>
 
@@ -538,9 +539,12 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite) {
              "cache); other = call - extract - execute (op cases: ka's dispatcher and boxing; graphs: "
              "lowering and freeing tensors)\n",
              KA_VERSION, suite.name);
-  fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>9}\n", "case", "calls", "call",
-             "other", "extract", "execute", "overhead");
+  fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>9} {:>12} {:>6}\n", "case", "calls",
+             "call", "other", "extract", "execute", "overhead", "cpu/call", "IPC");
   auto& rec = profiler::SpanRecorder::global();
+  // perf_event counters of the calling thread (pool workers not included); a VM may refuse
+  // the hardware ones, which then read n/a (the reason is printed below).
+  profiler::PerfCounters counters;
   int shown = 0;
   bool all_ok = true;
   for (std::size_t i = 0; i < suite.cases.size(); ++i) {
@@ -558,10 +562,12 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite) {
       const std::int64_t since_ns = profiler::now_ns();
       const auto start = std::chrono::steady_clock::now();
       int calls = 0;
+      counters.start();
       while (calls < 2000 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.3) {
         b->run_pipeline();
         ++calls;
       }
+      counters.stop();
       std::map<std::string, double> total;
       for (const profiler::Span& sp : rec.collect()) {
         if (sp.start_ns >= since_ns) total[sp.name] += static_cast<double>(sp.duration_ns());
@@ -574,16 +580,33 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite) {
       const double extract = total["extract"] / calls;
       const double execute = total["execute"] / calls;
       const double dispatch = std::max(0.0, call - extract - execute);
-      fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>8.1f}%\n", c.name, calls,
+      const auto task_clock = counters.read(profiler::PerfEvent::kTaskClock);
+      const auto cycles = counters.read(profiler::PerfEvent::kCycles);
+      const auto instructions = counters.read(profiler::PerfEvent::kInstructions);
+      const std::string cpu =
+          task_clock.available
+              ? profiler::format_duration_ns(static_cast<double>(task_clock.value) / calls)
+              : "n/a";
+      const std::string ipc =
+          cycles.available && instructions.available && cycles.value > 0
+              ? fmt::format("{:.2f}", static_cast<double>(instructions.value) /
+                                          static_cast<double>(cycles.value))
+              : "n/a";
+      fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>8.1f}% {:>12} {:>6}\n", c.name, calls,
                  profiler::format_duration_ns(call), profiler::format_duration_ns(dispatch),
                  profiler::format_duration_ns(extract), profiler::format_duration_ns(execute),
-                 call > 0 ? 100.0 * (call - execute) / call : 0.0);
+                 call > 0 ? 100.0 * (call - execute) / call : 0.0, cpu, ipc);
     } catch (const std::exception& e) {
       fmt::print("{:<28} FAILED: {}\n", c.name, e.what());
       all_ok = false;
     }
   }
-  fmt::print("(overhead = (call - execute) / call: the share of a call not spent running kernels)\n");
+  fmt::print("(overhead = (call - execute) / call: the share of a call not spent running kernels; "
+             "cpu/call = the calling thread's task-clock per call, IPC = instructions/cycles of "
+             "that thread, perf_event)\n");
+  for (const auto& v : counters.read()) {
+    if (!v.available) fmt::print("  {}\n", v.str());
+  }
   std::fflush(stdout);
   KA_CHECK(shown > 0, "no case matched --benchmark_filter");
   return all_ok ? 0 : 1;

@@ -205,7 +205,7 @@ case "$case_name" in
     "$ka_bench" --suite smoke --breakdown --benchmark_filter='primes|square' >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 0 ] || fail "exit $rc"
-    grep -qE "^case +calls +call +other +extract +execute +overhead" "$tmp/out" || fail "no breakdown header"
+    grep -qE "^case +calls +call +other +extract +execute +overhead +cpu/call +IPC" "$tmp/out" || fail "no breakdown header"
     grep -qE "^primes +[0-9]+ +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+ [nmu]?s +[0-9.]+%" "$tmp/out" || fail "no breakdown row for primes"
     [ "$(grep -c '^one ' "$tmp/out")" = "0" ] || fail "filter ignored"
     ;;
