@@ -152,6 +152,12 @@ const char* group_signature(const GroupArgs& g) {
 // mapped front (64 slots) answers repeats without a lock; the shared map behind it takes a
 // shared lock. Replacing the table bumps a generation that invalidates both; old entries are
 // kept (tasks in flight point at their configs).
+// Config generations are drawn from one process-wide counter.
+std::uint64_t next_generation() {
+  static std::atomic<std::uint64_t> counter{1};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct CachedConfig {
   LaunchConfig config;
   const char* provenance = "heuristic";
@@ -373,7 +379,9 @@ struct Extractor::Impl {
   mutable std::shared_mutex table_mutex;
   std::shared_ptr<const db::RecommendationTable> table =
       std::make_shared<const db::RecommendationTable>();
-  std::atomic<std::uint64_t> generation{1};
+  // Unique across every Extractor of the process (see next_generation), so thread-local plans
+  // and cache slots of a destroyed extractor can never match a new one at the same address.
+  std::atomic<std::uint64_t> generation{next_generation()};
 
   mutable std::shared_mutex cache_mutex;
   std::unordered_map<std::uint64_t, std::vector<std::unique_ptr<CachedConfig>>> cache;
@@ -558,7 +566,7 @@ void Extractor::set_table(std::shared_ptr<const db::RecommendationTable> table) 
     for (auto& c : bucket) impl_->retired.push_back(std::move(c));
   }
   impl_->cache.clear();
-  impl_->generation.fetch_add(1, std::memory_order_acq_rel);
+  impl_->generation.store(next_generation(), std::memory_order_release);
 }
 
 std::shared_ptr<const db::RecommendationTable> Extractor::table() const {

@@ -132,10 +132,16 @@ TEST(CpuExecutor, AFailedTaskFailsItsDependentsWithoutRunningThem) {
   bad.cpu.bind<int, &failing_block>(0, 3, 2);
   std::atomic<int> clock{0};
   Stamps dep;
-  const auto id_bad = ex.submit(std::move(bad));
-  const auto id_dep = ex.submit(probe_task({&clock, &dep.start, &dep.end, &y, 1.0F, 10}, 2, 1,
-                                           {range_of(x, Access::kRead), range_of(y, Access::kWrite)},
-                                           "dependent"));
+  // One batch: with two submits the bad task may fail and finish before the second submit,
+  // which then has nothing left to depend on (dependencies are on unfinished tasks).
+  std::vector<KernelTask> batch;
+  batch.push_back(std::move(bad));
+  batch.push_back(probe_task({&clock, &dep.start, &dep.end, &y, 1.0F, 10}, 2, 1,
+                             {range_of(x, Access::kRead), range_of(y, Access::kWrite)},
+                             "dependent"));
+  const auto ids = ex.submit_batch(std::move(batch));
+  const auto id_bad = ids[0];
+  const auto id_dep = ids[1];
   EXPECT_THROW(ex.wait(id_dep), ValueError);
   EXPECT_EQ(dep.start.load(), -1) << "the dependent ran on the output of a failed task";
   EXPECT_THROW(ex.wait(id_bad), ValueError);

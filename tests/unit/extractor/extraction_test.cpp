@@ -141,6 +141,22 @@ TEST(Extractor, ConfigsComeFromTheTableWithProvenance) {
   EXPECT_EQ(dump["provenance"], "nearest");
 }
 
+TEST(Extractor, PlansOfADestroyedExtractorAreNeverReused) {
+  // Each extractor gets fresh heap memory for its registry; a thread-local eager plan of a
+  // destroyed one (same address, same shapes) must not be taken for the new one's.
+  const at::Tensor a = at::randn({8, 8});
+  const at::Tensor b = at::randn({8, 8});
+  for (int i = 0; i < 4; ++i) {
+    auto ex = std::make_unique<Extractor>();
+    c10::IValue args[3] = {a, b, 1};
+    const OpHandle add = ex->resolve("aten::add.Tensor");
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_TRUE(at::allclose(ex->call(add, args, 3).toTensor(), a + b));
+    }
+    EXPECT_EQ(nlohmann::json::parse(ex->dump_extraction_context())["eager_plan"], "hit");
+  }
+}
+
 TEST(Extractor, FailedExtractionIsDumpedWithItsStage) {
   Extractor ex;
   c10::IValue args[2] = {at::ones({2, 3}), at::ones({5, 5})};
