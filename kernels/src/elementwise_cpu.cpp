@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ew_math.hpp"
+#include "descriptor_common.hpp"
 
 namespace ka::kernels {
 
@@ -488,34 +489,6 @@ void run_block(const EwJob& job, std::int64_t block) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-std::vector<std::int64_t> thread_candidates() {
-  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
-  std::vector<std::int64_t> out;
-  for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
-  out.push_back(hw);
-  return out;
-}
-
-// The broadcast numel of a shape key's tensors (the output of the element-wise op).
-std::int64_t broadcast_numel(const ShapeKey& key) {
-  std::size_t nd = 0;
-  for (const auto& t : key.args()) nd = std::max(nd, t.sizes.size());
-  std::vector<std::int64_t> sizes(nd, 1);
-  for (const auto& t : key.args()) {
-    const std::size_t lead = nd - t.sizes.size();
-    for (std::size_t d = 0; d < t.sizes.size(); ++d) {
-      const std::int64_t s = t.sizes[d];
-      std::int64_t& o = sizes[lead + d];
-      KA_CHECK(s == o || s == 1 || o == 1, "shape key ", key.str(),
-               ": tensors are not broadcastable");
-      if (o == 1) o = s;
-    }
-  }
-  std::int64_t n = 1;
-  for (const auto s : sizes) n *= s;
-  return n;
-}
-
 void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& block) {
   block = {std::max<std::int64_t>(1, block_elems), 1, 1};
   grid = {std::max<std::int64_t>(1, ceil_div(numel, std::max<std::int64_t>(1, block_elems))), 1, 1};
@@ -639,7 +612,7 @@ KernelDescriptor make_descriptor() {
            "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
-  const auto threads = thread_candidates();
+  const auto threads = detail::cpu_thread_candidates();
   d.space = TunableSpace(
       {
           {"block_elems",
@@ -654,7 +627,7 @@ KernelDescriptor make_descriptor() {
       });
   d.complete = [](const ShapeKey& shape, const LaunchConfig& point) {
     LaunchConfig c = point;
-    ew_grid(broadcast_numel(shape), point.get_or("block_elems", 1), c.grid, c.block);
+    ew_grid(detail::broadcast_numel(shape), point.get_or("block_elems", 1), c.grid, c.block);
     return c;
   };
   d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
@@ -663,13 +636,13 @@ KernelDescriptor make_descriptor() {
     }
     std::int64_t block_elems = 0;
     std::int64_t thread_count = 0;
-    return check_config(broadcast_numel(shape), config, block_elems, thread_count);
+    return check_config(detail::broadcast_numel(shape), config, block_elems, thread_count);
   };
   d.default_config = [threads](const ShapeKey& shape) {
     // Below ~32K elements (a few microseconds) one block on the calling thread: waking
     // workers costs more than it saves. Above, blocks of up to 64K elements (256 KiB of
     // output, L2-sized) with at least two blocks per thread for balance, on every core.
-    const std::int64_t numel = broadcast_numel(shape);
+    const std::int64_t numel = detail::broadcast_numel(shape);
     const std::int64_t hw = threads.back();
     LaunchConfig point;
     if (numel <= 32768) {
@@ -683,16 +656,10 @@ KernelDescriptor make_descriptor() {
     ew_grid(numel, point.get_or("block_elems", 1), c.grid, c.block);
     return c;
   };
-  d.flop_count = [](const ShapeKey& shape) { return static_cast<double>(broadcast_numel(shape)); };
-  d.byte_count = [](const ShapeKey& shape) {
-    double bytes = 4.0 * static_cast<double>(broadcast_numel(shape));
-    for (const auto& t : shape.args()) {
-      double n = 1.0;
-      for (const auto s : t.sizes) n *= static_cast<double>(s);
-      bytes += 4.0 * n;
-    }
-    return bytes;
+  d.flop_count = [](const ShapeKey& shape) {
+    return static_cast<double>(detail::broadcast_numel(shape));
   };
+  d.byte_count = detail::elementwise_bytes;
   return d;
 }
 

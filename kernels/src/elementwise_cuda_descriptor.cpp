@@ -1,5 +1,7 @@
 // The CUDA element-wise kernel's descriptor. Compiled everywhere (it is data), also where nvcc
 // is absent.
+#include "descriptor_common.hpp"
+
 #include <ka/core/error.hpp>
 #include <ka/kernels/elementwise.hpp>
 
@@ -11,26 +13,6 @@ namespace ka::kernels {
 namespace {
 
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;  // as elementwise_cuda.cu's grid cap
-
-// Elements of the broadcast of the key's tensors (numpy rules). Throws ka::ValueError when they
-// do not broadcast.
-std::int64_t broadcast_numel(const ShapeKey& key) {
-  std::vector<std::int64_t> out;
-  for (const TensorSpec& t : key.args()) {
-    if (t.sizes.size() > out.size()) out.insert(out.begin(), t.sizes.size() - out.size(), 1);
-    const std::size_t lead = out.size() - t.sizes.size();
-    for (std::size_t d = 0; d < t.sizes.size(); ++d) {
-      std::int64_t& o = out[lead + d];
-      const std::int64_t s = t.sizes[d];
-      KA_CHECK(s == o || s == 1 || o == 1, "shape key ", key.str(),
-               ": the tensors do not broadcast");
-      if (o == 1) o = s;
-    }
-  }
-  std::int64_t n = 1;
-  for (const std::int64_t s : out) n *= s;
-  return n;
-}
 
 LaunchConfig complete_for(std::int64_t numel, const LaunchConfig& point) {
   LaunchConfig c = point;
@@ -72,7 +54,7 @@ KernelDescriptor make() {
            }},
       });
   d.complete = [](const ShapeKey& shape, const LaunchConfig& point) {
-    return complete_for(broadcast_numel(shape), point);
+    return complete_for(detail::broadcast_numel(shape), point);
   };
   d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
     if (shape.args().size() > static_cast<std::size_t>(EwProgram::kMaxInputs)) {
@@ -84,13 +66,14 @@ KernelDescriptor make() {
         return Status::unsupported("more than 8 dimensions");
       }
     }
-    static_cast<void>(broadcast_numel(shape));  // throws ka::ValueError when not broadcastable
+    // Throws ka::ValueError when the tensors do not broadcast.
+    static_cast<void>(detail::broadcast_numel(shape));
     return elementwise_f32_cuda_descriptor().space.check(config);
   };
   d.default_config = [](const ShapeKey& shape) {
     // Small tensors: many small blocks so every SM gets some. Large ones: 256 threads with a
     // float4 (or two) each per step, enough bytes in flight to saturate HBM.
-    const std::int64_t numel = broadcast_numel(shape);
+    const std::int64_t numel = detail::broadcast_numel(shape);
     LaunchConfig point;
     if (numel < (std::int64_t{1} << 16)) {
       point.set("block_threads", 128).set("items_per_thread", 1);
@@ -102,16 +85,10 @@ KernelDescriptor make() {
     return complete_for(numel, point);
   };
   // One operation per element (the program is not part of the key).
-  d.flop_count = [](const ShapeKey& shape) { return static_cast<double>(broadcast_numel(shape)); };
-  d.byte_count = [](const ShapeKey& shape) {
-    double bytes = 4.0 * static_cast<double>(broadcast_numel(shape));
-    for (const auto& t : shape.args()) {
-      double n = 1.0;
-      for (const auto s : t.sizes) n *= static_cast<double>(s);
-      bytes += 4.0 * n;
-    }
-    return bytes;
+  d.flop_count = [](const ShapeKey& shape) {
+    return static_cast<double>(detail::broadcast_numel(shape));
   };
+  d.byte_count = detail::elementwise_bytes;
   return d;
 }
 

@@ -2,6 +2,7 @@
 // tile_k steps, packs its A and B panels into thread-local buffers and runs an ISA-specific
 // register-blocked micro-kernel over them. See Note [CPU GEMM blocking].
 #include "ew_math.hpp"
+#include "descriptor_common.hpp"
 #include "gemm_internal.hpp"
 
 #include <ka/core/error.hpp>
@@ -236,14 +237,6 @@ void run_tile(const TileJob& job, std::int64_t block) {
   }
 }
 
-std::vector<std::int64_t> thread_candidates() {
-  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
-  std::vector<std::int64_t> out;
-  for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
-  out.push_back(hw);
-  return out;
-}
-
 std::int64_t pick_candidate(const std::vector<std::int64_t>& candidates, std::int64_t want) {
   // Smallest candidate >= want, else the largest.
   for (const auto c : candidates) {
@@ -408,7 +401,7 @@ KernelDescriptor make_cpu_descriptor() {
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
-  const auto threads = thread_candidates();
+  const auto threads = detail::cpu_thread_candidates();
   d.space = gemm_space(threads, false);
   d.complete = complete_gemm_config;
   d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
@@ -441,7 +434,7 @@ KernelDescriptor make_bmm_descriptor() {
   d.ops = {"aten::bmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
-  const auto threads = thread_candidates();
+  const auto threads = detail::cpu_thread_candidates();
   d.space = gemm_space(threads, true);
   d.complete = complete_bmm_config;
   d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {

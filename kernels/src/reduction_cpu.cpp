@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ew_math.hpp"
+#include "descriptor_common.hpp"
 
 namespace ka::kernels {
 
@@ -504,14 +505,6 @@ void sum_block(const SumJob& job, std::int64_t block) {
 
 // ---- shared validation and descriptors -----------------------------------------------------
 
-std::vector<std::int64_t> thread_candidates() {
-  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
-  std::vector<std::int64_t> out;
-  for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
-  out.push_back(hw);
-  return out;
-}
-
 Status check_config(const KernelDescriptor& d, const LaunchConfig& config) {
   // grid/block are not checked against the rows: the shape key does not carry the reduced
   // dim, so the descriptor's grid is an estimate (see reduction.hpp).
@@ -547,7 +540,7 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
   d.ops = std::move(ops);
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
-  const auto threads = thread_candidates();
+  const auto threads = detail::cpu_thread_candidates();
   d.space = TunableSpace(
       {
           {"rows_per_block", {1, 2, 4, 8, 16, 32, 64, 128, 256}, "rows (outputs) per grid block"},
@@ -598,11 +591,7 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
   };
   d.byte_count = [name](const ShapeKey& shape) {
     double bytes = 0.0;
-    for (const auto& t : shape.args()) {
-      double n = 1.0;
-      for (const auto s : t.sizes) n *= static_cast<double>(s);
-      bytes += 4.0 * n;
-    }
+    for (const auto& t : shape.args()) bytes += 4.0 * detail::spec_numel(t);
     std::int64_t numel = 0;
     std::int64_t row = 0;
     key_rows(shape, numel, row);

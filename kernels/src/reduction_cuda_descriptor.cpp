@@ -1,5 +1,7 @@
 // Descriptors of the CUDA softmax, layer_norm and sum. Compiled everywhere (they are data), also
 // where nvcc is absent.
+#include "descriptor_common.hpp"
+
 #include <ka/core/error.hpp>
 #include <ka/kernels/reduction.hpp>
 
@@ -13,12 +15,6 @@ namespace ka::kernels {
 namespace {
 
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;  // as reduction_cuda.cu's grid cap
-
-double numel(const TensorSpec& t) {
-  double n = 1.0;
-  for (const auto s : t.sizes) n *= static_cast<double>(s);
-  return n;
-}
 
 // Rows and row length as the heuristics see a key: the reduced extent is the first tensor's
 // last dimension, except for layer_norm, whose weight (when in the key) gives the normalized
@@ -36,7 +32,7 @@ Rows key_rows(const ShapeKey& key, bool layer_norm) {
   Rows r;
   r.row_len = x.sizes.empty() ? 1 : x.sizes.back();
   if (layer_norm && key.args().size() >= 2 && !key.args()[1].sizes.empty()) {
-    const std::int64_t w = static_cast<std::int64_t>(numel(key.args()[1]));
+    const std::int64_t w = static_cast<std::int64_t>(detail::spec_numel(key.args()[1]));
     if (w > 0 && total % w == 0) r.row_len = w;
   }
   r.rows = r.row_len == 0 ? 0 : total / r.row_len;
@@ -118,7 +114,7 @@ KernelDescriptor make_rows(const char* name, std::vector<std::string> ops, bool 
     return default_rows(key_rows(shape, layer_norm));
   };
   d.flop_count = [flops_per_elem](const ShapeKey& shape) {
-    return flops_per_elem * (shape.args().empty() ? 0.0 : numel(shape.args()[0]));
+    return flops_per_elem * (shape.args().empty() ? 0.0 : detail::spec_numel(shape.args()[0]));
   };
   d.byte_count = bytes;
   return d;
@@ -126,13 +122,15 @@ KernelDescriptor make_rows(const char* name, std::vector<std::string> ops, bool 
 
 // Read once and write once (the second read of a row is expected to hit L2).
 double softmax_bytes(const ShapeKey& shape) {
-  return shape.args().empty() ? 0.0 : 8.0 * numel(shape.args()[0]);
+  return shape.args().empty() ? 0.0 : 8.0 * detail::spec_numel(shape.args()[0]);
 }
 
 // Input and output plus weight and bias once.
 double layer_norm_bytes(const ShapeKey& shape) {
   double bytes = softmax_bytes(shape);
-  for (std::size_t i = 1; i < shape.args().size(); ++i) bytes += 4.0 * numel(shape.args()[i]);
+  for (std::size_t i = 1; i < shape.args().size(); ++i) {
+    bytes += 4.0 * detail::spec_numel(shape.args()[i]);
+  }
   return bytes;
 }
 
@@ -140,7 +138,7 @@ double layer_norm_bytes(const ShapeKey& shape) {
 double sum_bytes(const ShapeKey& shape) {
   if (shape.args().empty()) return 0.0;
   const Rows r = key_rows(shape, false);
-  return 4.0 * (numel(shape.args()[0]) + static_cast<double>(r.rows));
+  return 4.0 * (detail::spec_numel(shape.args()[0]) + static_cast<double>(r.rows));
 }
 
 }  // namespace

@@ -1,0 +1,48 @@
+#include "descriptor_common.hpp"
+
+#include <ka/core/error.hpp>
+
+#include <algorithm>
+#include <thread>
+
+namespace ka::kernels::detail {
+
+std::vector<std::int64_t> cpu_thread_candidates() {
+  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
+  std::vector<std::int64_t> out;
+  for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
+  out.push_back(hw);
+  return out;
+}
+
+double spec_numel(const TensorSpec& t) {
+  double n = 1.0;
+  for (const auto s : t.sizes) n *= static_cast<double>(s);
+  return n;
+}
+
+std::int64_t broadcast_numel(const ShapeKey& key) {
+  std::vector<std::int64_t> out;
+  for (const TensorSpec& t : key.args()) {
+    if (t.sizes.size() > out.size()) out.insert(out.begin(), t.sizes.size() - out.size(), 1);
+    const std::size_t lead = out.size() - t.sizes.size();
+    for (std::size_t d = 0; d < t.sizes.size(); ++d) {
+      std::int64_t& o = out[lead + d];
+      const std::int64_t s = t.sizes[d];
+      KA_CHECK(s == o || s == 1 || o == 1, "shape key ", key.str(),
+               ": the tensors do not broadcast");
+      if (o == 1) o = s;
+    }
+  }
+  std::int64_t n = 1;
+  for (const std::int64_t s : out) n *= s;
+  return n;
+}
+
+double elementwise_bytes(const ShapeKey& key) {
+  double bytes = 4.0 * static_cast<double>(broadcast_numel(key));
+  for (const TensorSpec& t : key.args()) bytes += 4.0 * spec_numel(t);
+  return bytes;
+}
+
+}  // namespace ka::kernels::detail
