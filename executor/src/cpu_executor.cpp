@@ -224,17 +224,8 @@ void CpuExecutor::wait_all() {
 }
 
 void CpuExecutor::run_now(const KernelTask& task) {
-  KA_CHECK(task.device.type == DeviceType::kCPU, "CpuExecutor: task ", task.label, " is for ",
-           task.device.str(), ", not cpu");
-  const kernels::CpuLaunch& launch = task.cpu;
-  if (launch.blocks == 0) return;
-  KA_CHECK(launch.block_fn != nullptr, "CpuExecutor: task ", task.label,
-           " has no prepared CPU launch");
-  if (launch.blocks == 1 || launch.threads <= 1) {
-    for (std::int64_t b = 0; b < launch.blocks; ++b) launch.run_block(b);
-  } else {
-    kernels::run_on_pool(launch);
-  }
+  check_cpu_task(task);
+  kernels::run_on_pool(task.cpu);  // inline for one block or one thread
 }
 
 std::vector<std::uint64_t> CpuExecutor::dependencies_of(std::uint64_t id) const {

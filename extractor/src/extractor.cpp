@@ -643,12 +643,7 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
         extract_span.reset();
         if (run) {
           KA_SPAN("execute");
-          const kernels::CpuLaunch& launch = p->launch;
-          if (launch.blocks == 1 || launch.threads <= 1) {
-            for (std::int64_t b = 0; b < launch.blocks; ++b) launch.run_block(b);
-          } else {
-            kernels::run_on_pool(launch);
-          }
+          kernels::run_on_pool(p->launch);  // inline for one block or one thread
         }
         last.stage = Stage::kSubmit;
         last.ok = true;
@@ -979,12 +974,7 @@ PreparedCall::~PreparedCall() = default;
 void PreparedCall::run() const {
   KA_CHECK(status_.is_ok(), "PreparedCall::run: ", kernel_->name, " cannot run ", key_.str(),
            " with ", config_.str(), ": ", status_.reason());
-  const kernels::CpuLaunch& launch = state_->launch;
-  if (launch.blocks == 1 || launch.threads <= 1) {
-    for (std::int64_t b = 0; b < launch.blocks; ++b) launch.run_block(b);
-  } else {
-    kernels::run_on_pool(launch);
-  }
+  kernels::run_on_pool(state_->launch);
 }
 
 c10::IValue PreparedCall::result() const { return c10::IValue(state_->packed.result); }
