@@ -229,6 +229,13 @@ struct ExtractionContext {
 };
 thread_local ExtractionContext t_last;
 
+// A kernel that refuses the configuration chosen for it (prepare or launch returned not ok):
+// nothing can run, and the error says which kernel, shape and config.
+void require_accepted(const Status& st, const KernelEntry& entry, const CachedConfig& cfg) {
+  KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
+                cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
+}
+
 ParamBuffer& eager_buffer() {
   thread_local ParamBuffer buffer;
   return buffer;
@@ -683,8 +690,7 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
       task.config = &cfg.config;
       task.config_source = cfg.provenance;
       const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
-      KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
-                    cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
+      require_accepted(st, entry, cfg);
       extract_span.reset();
       if (run) {
         KA_SPAN("execute");
@@ -700,8 +706,7 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
       KA_CHECK_TYPE(NotImplementedError, entry.launchers.launch_cuda != nullptr, "kernel ",
                     entry.descriptor->name, " has no CUDA launcher");
       const Status st = entry.launchers.launch_cuda(packed.args, cfg.config, nullptr);
-      KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
-                    cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
+      require_accepted(st, entry, cfg);
     }
     last.stage = stage;
     last.ok = true;
@@ -881,8 +886,7 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
       task.label = group_signature(ga);
       if (device.type == DeviceType::kCPU) {
         const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
-        KA_CHECK_TYPE(NotImplementedError, st.is_ok(), entry.descriptor->name, " cannot run ",
-                      cfg.shape_key, " with ", cfg.config.str(), ": ", st.reason());
+        require_accepted(st, entry, cfg);
       } else {
         const KernelEntry* e = &entry;
         const LaunchConfig* c = &cfg.config;
@@ -906,7 +910,7 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
         plan.pattern += "]";
       }
       for (int k = 0; k < g.count; ++k) plan.nodes.push_back(g.first + k);
-      plan.fusion = g.kind == FusionKind::kNone ? g.reason : g.reason;
+      plan.fusion = g.reason;
       plan.kernel = entry.descriptor->name;
       plan.kernel_version = entry.descriptor->version;
       plan.device = device.str();
