@@ -215,7 +215,6 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       }
       out.reused = resumed.points.size();
 
-      std::map<std::size_t, profiler::Measurement> measured;
       const auto start = std::chrono::steady_clock::now();
       auto evaluate = [&](std::size_t i) -> Evaluation {
         const LaunchConfig& point = space.point(i);
@@ -243,7 +242,6 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
               if (std::isfinite(m.median_ci95.half_width())) row.ci95_ns = m.median_ci95.half_width();
               row.repetitions = static_cast<std::int64_t>(m.repetitions());
               result = m.median_ns();
-              measured[i] = m;
             }
           }
         } catch (const Error& e) {
