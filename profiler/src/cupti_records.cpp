@@ -44,47 +44,42 @@ std::string demangle(const char* name) {
   return status == 0 && out ? std::string(out.get()) : std::string(name);
 }
 
+namespace {
+// The fields every timed record (kernel, memcpy, memset) has.
+template <class Record>
+GpuActivity activity_of(const Record& r, GpuActivityKind kind, std::string name) {
+  GpuActivity a;
+  a.kind = kind;
+  a.name = std::move(name);
+  a.start_ns = r.start;
+  a.end_ns = r.end;
+  a.correlation_id = r.correlationId;
+  a.stream = r.streamId;
+  a.device = r.deviceId;
+  return a;
+}
+}  // namespace
+
 void ActivityParser::consume(const CUpti_Activity& record) {
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto& k = reinterpret_cast<const KernelRecord&>(record);
-      GpuActivity a;
-      a.kind = GpuActivityKind::kKernel;
       // CUPTI owns the name's storage only until the buffer is released: copy it now.
-      a.name = demangle(k.name);
-      a.start_ns = k.start;
-      a.end_ns = k.end;
-      a.correlation_id = k.correlationId;
-      a.stream = k.streamId;
-      a.device = k.deviceId;
-      activities_.push_back(std::move(a));
+      activities_.push_back(activity_of(k, GpuActivityKind::kKernel, demangle(k.name)));
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = reinterpret_cast<const MemcpyRecord&>(record);
-      GpuActivity a;
-      a.kind = GpuActivityKind::kMemcpy;
-      a.name = std::string("memcpy ") + memcpy_kind_name(m.copyKind);
-      a.start_ns = m.start;
-      a.end_ns = m.end;
-      a.correlation_id = m.correlationId;
-      a.stream = m.streamId;
-      a.device = m.deviceId;
+      GpuActivity a = activity_of(m, GpuActivityKind::kMemcpy,
+                                  std::string("memcpy ") + memcpy_kind_name(m.copyKind));
       a.bytes = m.bytes;
       activities_.push_back(std::move(a));
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = reinterpret_cast<const MemsetRecord&>(record);
-      GpuActivity a;
-      a.kind = GpuActivityKind::kMemset;
-      a.name = "memset";
-      a.start_ns = m.start;
-      a.end_ns = m.end;
-      a.correlation_id = m.correlationId;
-      a.stream = m.streamId;
-      a.device = m.deviceId;
+      GpuActivity a = activity_of(m, GpuActivityKind::kMemset, "memset");
       a.bytes = m.bytes;
       activities_.push_back(std::move(a));
       return;
