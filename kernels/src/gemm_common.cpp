@@ -77,9 +77,6 @@ BmmShape validate_bmm(const BmmArgs& args, DeviceType expected_device) {
                args.out.size(2) == s.gemm.n,
            "bmm: out has shape ", args.out.shape_str(), ", expected [", s.batch, ", ", s.gemm.m,
            ", ", s.gemm.n, "]");
-  KA_CHECK(args.out.stride(2) == 1 || s.gemm.n <= 1, "bmm: out must have unit column stride, ",
-           "got strides [", args.out.stride(0), ", ", args.out.stride(1), ", ",
-           args.out.stride(2), "]");
   return s;
 }
 

@@ -568,6 +568,10 @@ Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config) {
 
 Status prepare_bmm_f32_cpu(const BmmArgs& args, const LaunchConfig& config, CpuLaunch& launch) {
   const detail::BmmShape bs = detail::validate_bmm(args, DeviceType::kCPU);
+  // The CPU tiles write rows of out contiguously.
+  KA_CHECK(args.out.stride(2) == 1 || bs.gemm.n <= 1, "bmm: out must have unit column stride, ",
+           "got strides [", args.out.stride(0), ", ", args.out.stride(1), ", ",
+           args.out.stride(2), "]");
   const GemmShape& s = bs.gemm;
   if (Status st = check_gemm_point(bmm_f32_cpu_descriptor(), s, bs.batch, true, config); !st) {
     return st;

@@ -197,24 +197,9 @@ Status gemm_f32_cuda(const AddmmArgs& args, const LaunchConfig& config, void* st
 }
 
 Status bmm_f32_cuda(const BmmArgs& args, const LaunchConfig& config, void* stream) {
-  const TensorView* named[] = {&args.out, &args.mat1, &args.mat2};
-  const char* names[] = {"out", "mat1", "mat2"};
-  for (int i = 0; i < 3; ++i) {
-    const TensorView& t = *named[i];
-    KA_CHECK(t.dtype == DType::kFloat32, "bmm: ", names[i], " has dtype ", long_name(t.dtype),
-             "; this kernel takes float32");
-    KA_CHECK(t.device.type == DeviceType::kCUDA, "bmm: ", names[i], " is on ", t.device.str(),
-             "; this kernel runs on cuda");
-    KA_CHECK(t.ndim == 3, "bmm: ", names[i], " must be 3-D, got shape ", t.shape_str());
-  }
-  const long long batch = args.mat1.size(0);
-  const GemmShape s{args.mat1.size(1), args.mat2.size(2), args.mat1.size(2)};
-  KA_CHECK(args.mat2.size(0) == batch && args.mat2.size(1) == s.k,
-           "bmm: mat1 and mat2 shapes cannot be multiplied (", args.mat1.shape_str(), " and ",
-           args.mat2.shape_str(), ")");
-  KA_CHECK(args.out.size(0) == batch && args.out.size(1) == s.m && args.out.size(2) == s.n,
-           "bmm: out has shape ", args.out.shape_str(), ", expected [", batch, ", ", s.m, ", ", s.n,
-           "]");
+  const detail::BmmShape bs = detail::validate_bmm(args, DeviceType::kCUDA);
+  const long long batch = bs.batch;
+  const GemmShape s = bs.gemm;
   const ShapeKey key("aten::bmm", {TensorSpec{DType::kFloat32, {batch, s.m, s.k}, true},
                                    TensorSpec{DType::kFloat32, {batch, s.k, s.n}, true}});
   if (Status st = bmm_f32_cuda_descriptor().can_run(key, config); !st) return st;

@@ -66,8 +66,9 @@ struct BmmShape {
   GemmShape gemm;
 };
 
-/// Validates a BmmArgs (dtypes, devices, ranks, batch and inner dimensions, out shape with unit
-/// column stride). Throws ka::ValueError naming the offending argument and shapes.
+/// Validates a BmmArgs (dtypes, devices, ranks, batch and inner dimensions, out shape), for
+/// the CPU and CUDA kernels alike. Throws ka::ValueError naming the offending argument and
+/// shapes.
 BmmShape validate_bmm(const BmmArgs& args, DeviceType expected_device);
 
 /// Reads B, M, N, K from a shape key of aten::bmm(mat1, mat2). Throws ka::ValueError when the
