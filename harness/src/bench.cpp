@@ -531,8 +531,8 @@ std::string case_heading(const SuiteCase& c) {
 // cases; lowering the graph and freeing its tensors for graph cases. Each case runs a few warm-up calls, then calls until ~0.3 s (at most 2000),
 // and reports the mean per call of each stage over those calls.
 int breakdown_suite(const BenchOptions& options, const Suite& suite) {
-  const std::string filter = flag_value(options.benchmark_flags, "benchmark_filter");
-  const std::regex filter_re(filter.empty() ? "." : filter);
+  const std::regex filter_re = detail::case_filter(
+      flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
   detail::CaseContext context;
   setup_libtorch(options.threads, context);
   fmt::print("ka-bench {} --breakdown: suite '{}'; per call, mean over the calls made (hot "
@@ -621,14 +621,8 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite) {
 // (suite/case/variant) it matches, as in a benchmark run. Exit 1 when a ka variant failed or
 // was incorrect.
 int explain_suite(const BenchOptions& options, const Suite& suite, const std::string& path) {
-  const std::string filter = flag_value(options.benchmark_flags, "benchmark_filter");
-  std::regex filter_re;
-  try {
-    filter_re = std::regex(filter.empty() ? "." : filter);
-  } catch (const std::regex_error& e) {
-    KA_THROW(ValueError, "--benchmark_filter='", filter,
-             "' is not a regular expression: ", e.what());
-  }
+  const std::regex filter_re = detail::case_filter(
+      flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
   detail::CaseContext context;
   setup_libtorch(options.threads, context);
   fmt::print(

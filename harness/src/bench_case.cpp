@@ -3,9 +3,19 @@
 #include "gemm_case.hpp"
 #include "graph_case.hpp"
 
+#include <ka/core/error.hpp>
+
 #include <fmt/format.h>
 
 namespace ka::harness::detail {
+
+std::regex case_filter(const std::string& text, const char* option) {
+  try {
+    return std::regex(text.empty() ? "." : text);
+  } catch (const std::regex_error& e) {
+    KA_THROW(ValueError, option, "='", text, "' is not a regular expression: ", e.what());
+  }
+}
 
 std::vector<std::string> variants_of(const SuiteCase& c) {
   if (c.is_graph()) return {kImplKa, kImplKaUnfused, kImplLibtorch};

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ namespace ka::harness::detail {
 constexpr const char* kImplKa = "ka";                 ///< ka (with fusion, for graphs).
 constexpr const char* kImplKaUnfused = "ka_unfused";  ///< ka, every graph op its own kernel.
 constexpr const char* kImplLibtorch = "libtorch";     ///< The reference.
+
+/// `text` as a regular expression selecting cases ("" selects all). Throws ka::ValueError
+/// naming `option` when it does not compile.
+std::regex case_filter(const std::string& text, const char* option);
 
 /// The variants of `c`, each timed as its own benchmark: {ka, libtorch} for op cases,
 /// {ka, ka_unfused, libtorch} for graph cases. The last one is the libtorch reference.

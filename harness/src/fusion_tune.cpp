@@ -25,7 +25,7 @@ LaunchConfig params_only(const std::string& text) {
 
 int tune_fusion(const FusionTuneOptions& o) {
   const Suite suite = load_suite_file(find_suite_file(o.suite, o.suites_dir));
-  const std::regex filter(o.filter.empty() ? "." : o.filter);
+  const std::regex filter = detail::case_filter(o.filter, "--filter");
   const DeviceFingerprint fp = cpu_fingerprint();
   db::ResultsStore store(o.db_path);
   store.record_device(fp);
