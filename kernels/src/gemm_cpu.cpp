@@ -20,18 +20,25 @@
 namespace ka::kernels {
 
 // Note [CPU GEMM blocking]
-// The output is cut into tiles of tile_m x tile_n (the LaunchConfig's block; the grid is the
-// number of tiles). A tile is the unit of parallel work, so tiles never share writes. For each
-// K block of tile_k, the tile packs A (tile_m x tile_k) into slivers of kMicroRows rows and B
-// (tile_k x tile_n) into slivers of the micro-kernel's width, zero-padded at the edges, so the
-// micro-kernel always sees full slivers and any input strides (transposed views) cost nothing
-// extra. The output is first set to beta * bias (or 0), then every K block adds
-// alpha * A_block * B_block. Edge micro-tiles go through a small local buffer.
-// The epilogue (an activation) runs on each column strip of a tile right after the last K
-// block has finished it, while it is in L1; a bmm is the same tiles with the batch index as
-// the outermost part of the block number (grid = batch x tiles), operands offset by the batch
-// strides. The job (TileJob/SkinnyJob) holds raw operands, so a prepared CpuLaunch does not
-// refer to the AddmmArgs.
+// The output is cut into tasks of tile_m x tile_n (the LaunchConfig's block; the grid is the
+// number of tasks). A task is the unit of parallel work, so tasks never share writes. Inside a
+// task the loops are the classic BLIS ones: for each K block of tile_k, the task packs its B
+// panel (tile_k x tile_n) once, in slivers of the micro-kernel's width; then for each block of
+// `mc` rows (as many as keep the packed A block, mc x tile_k, within half the L2) it packs A
+// in slivers of kMicroRows rows and runs the micro-kernel over every (B sliver, A sliver)
+// pair, B sliver outer so it stays in L1 while the A block streams from L2. So A is packed
+// once per task column and B once per task row: a task as wide as N packs A once in all
+// (packing A per 256 columns cost 6% at 1024^3, packing B per 384 rows 8%). Slivers are
+// zero-padded at the edges, so the micro-kernel always sees full slivers and any input strides
+// (transposed views) cost nothing extra; edge micro-tiles go through a small local buffer.
+// The output is first set to beta * bias (or 0), then every K block adds alpha * A_block *
+// B_block; the micro-kernels prefetch their C tile when they start, as its rows are far
+// apart and were last touched a whole K block ago (+10% at 1024^3).
+// The epilogue (an activation) runs on each column strip of a row block right after the last
+// K block has finished it, while it is in cache; a bmm is the same tasks with the batch index
+// as the outermost part of the block number (grid = batch x tasks), operands offset by the
+// batch strides. The job (TileJob/SkinnyJob) holds raw operands, so a prepared CpuLaunch
+// does not refer to the AddmmArgs.
 
 namespace {
 
@@ -79,6 +86,10 @@ detail::MicroKernelInfo active_micro_kernel() {
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The largest packed B panel (tile_k x tile_n floats) of a task: it bounds the per-thread
+// packing buffer, and a panel this size still sits in the L3 next to the other thread's.
+constexpr std::int64_t kMaxPackedB = std::int64_t{2} << 20;
 
 // Packing buffers live per thread and only grow, so steady-state calls do not allocate.
 struct PackBuffers {
@@ -177,6 +188,48 @@ void pack_b(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
   }
 }
 
+// Rows of A packed per L2 block for K blocks of `kb`: a multiple of kMicroRows whose packed
+// block fills at most half the L2 (the other half holds B slivers and C lines in transit).
+std::int64_t a_block_rows(std::int64_t kb, std::int64_t tile_m) {
+  constexpr std::int64_t mr = detail::kMicroRows;
+  const std::int64_t fit = l2_budget_bytes() / 2 / (4 * std::max<std::int64_t>(kb, 1)) / mr * mr;
+  return std::min(std::max(fit, mr), ceil_div(tile_m, mr) * mr);
+}
+
+// out[i0 : i0 + rows_total, j0 : j0 + cols_total] += alpha * (packed A block) * (packed B
+// panel), K blocks of kb; the activation follows on the last K block.
+void multiply_block(const TileJob& job, const float* ap_block, const float* bp_panel,
+                    std::int64_t kb, float* out, std::int64_t i0, std::int64_t rows_total,
+                    std::int64_t j0, std::int64_t cols_total, bool last_k) {
+  const std::int64_t mr = detail::kMicroRows;
+  const std::int64_t nr = job.micro.cols;
+  const std::int64_t ldc = job.ldc;
+  alignas(64) float edge[detail::kMicroRows * detail::kMaxMicroCols];
+  for (std::int64_t js = 0; js < ceil_div(cols_total, nr); ++js) {
+    const std::int64_t cols = std::min(nr, cols_total - js * nr);
+    const float* bp = bp_panel + js * nr * kb;
+    for (std::int64_t is = 0; is < ceil_div(rows_total, mr); ++is) {
+      const std::int64_t rows = std::min(mr, rows_total - is * mr);
+      const float* ap = ap_block + is * mr * kb;
+      float* c = out + (i0 + is * mr) * ldc + j0 + js * nr;
+      if (rows == mr && cols == nr) {
+        job.micro.fn(kb, ap, bp, c, ldc, job.alpha);
+      } else {
+        std::fill(edge, edge + mr * nr, 0.0F);
+        job.micro.fn(kb, ap, bp, edge, nr, job.alpha);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          for (std::int64_t j = 0; j < cols; ++j) c[r * ldc + j] += edge[r * nr + j];
+        }
+      }
+    }
+    // This column strip of the row block is final: apply the activation while it is in cache.
+    if (last_k && job.epilogue != Epilogue::kNone) {
+      apply_epilogue(job.epilogue, out, ldc, i0, i0 + rows_total, j0 + js * nr,
+                     j0 + js * nr + cols);
+    }
+  }
+}
+
 void run_tile(const TileJob& job, std::int64_t block) {
   const std::int64_t batch = block / job.tiles_per_batch;
   const std::int64_t tile = block % job.tiles_per_batch;
@@ -198,51 +251,24 @@ void run_tile(const TileJob& job, std::int64_t block) {
     return;
   }
 
-  const std::int64_t mr = detail::kMicroRows;
   const std::int64_t nr = job.micro.cols;
+  const std::int64_t mc = a_block_rows(job.tile_k, mb);
   PackBuffers& buf = pack_buffers();
-  const auto a_need = static_cast<std::size_t>(ceil_div(mb, mr) * mr * job.tile_k);
+  const auto a_need = static_cast<std::size_t>(mc * job.tile_k);
   const auto b_need = static_cast<std::size_t>(ceil_div(nb, nr) * nr * job.tile_k);
   if (buf.a.size() < a_need) buf.a.resize(a_need);
   if (buf.b.size() < b_need) buf.b.resize(b_need);
 
-  alignas(64) float edge[detail::kMicroRows * detail::kMaxMicroCols];
   for (std::int64_t k0 = 0; k0 < job.shape.k; k0 += job.tile_k) {
     const std::int64_t kb = std::min(job.tile_k, job.shape.k - k0);
     const bool last_k = k0 + job.tile_k >= job.shape.k;
-    pack_a(a, job.a_rs, job.a_cs, i0, mb, k0, kb, buf.a.data());
     pack_b(b, job.b_rs, job.b_cs, k0, kb, j0, nb, nr, buf.b.data());
-    for (std::int64_t js = 0; js < ceil_div(nb, nr); ++js) {
-      const std::int64_t cols = std::min(nr, nb - js * nr);
-      const float* bp = buf.b.data() + js * nr * kb;
-      for (std::int64_t is = 0; is < ceil_div(mb, mr); ++is) {
-        const std::int64_t rows = std::min(mr, mb - is * mr);
-        const float* ap = buf.a.data() + is * mr * kb;
-        float* c = out + (i0 + is * mr) * ldc + j0 + js * nr;
-        if (rows == mr && cols == nr) {
-          job.micro.fn(kb, ap, bp, c, ldc, job.alpha);
-        } else {
-          std::fill(edge, edge + mr * nr, 0.0F);
-          job.micro.fn(kb, ap, bp, edge, nr, job.alpha);
-          for (std::int64_t r = 0; r < rows; ++r) {
-            for (std::int64_t j = 0; j < cols; ++j) c[r * ldc + j] += edge[r * nr + j];
-          }
-        }
-      }
-      // This column strip of the tile is final: apply the activation while it is in L1.
-      if (last_k && job.epilogue != Epilogue::kNone) {
-        apply_epilogue(job.epilogue, out, ldc, i0, i0 + mb, j0 + js * nr, j0 + js * nr + cols);
-      }
+    for (std::int64_t ib = 0; ib < mb; ib += mc) {
+      const std::int64_t rows = std::min(mc, mb - ib);
+      pack_a(a, job.a_rs, job.a_cs, i0 + ib, rows, k0, kb, buf.a.data());
+      multiply_block(job, buf.a.data(), buf.b.data(), kb, out, i0 + ib, rows, j0, nb, last_k);
     }
   }
-}
-
-std::int64_t pick_candidate(const std::vector<std::int64_t>& candidates, std::int64_t want) {
-  // Smallest candidate >= want, else the largest.
-  for (const auto c : candidates) {
-    if (c >= want) return c;
-  }
-  return candidates.back();
 }
 
 // The CPU "launch" of a GEMM: block = one tile_n x tile_m output tile, grid = the tiles (and
@@ -333,9 +359,9 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
       {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
       {"skinny is 0 or 1",
        [](const LaunchConfig& c) { return c.get_or("skinny", -1) == 0 || c.get_or("skinny", -1) == 1; }},
-      {"(tile_m + tile_n) * tile_k * 4 <= L2 bytes per core (packed panels stay in L2)",
-       [l2 = l2_budget_bytes()](const LaunchConfig& c) {
-         return (c.get_or("tile_m", 0) + c.get_or("tile_n", 0)) * c.get_or("tile_k", 0) * 4 <= l2;
+      {"tile_n * tile_k * 4 <= 2 MiB (the packed B panel of a task)",
+       [](const LaunchConfig& c) {
+         return c.get_or("tile_n", 0) * c.get_or("tile_k", 0) * 4 <= kMaxPackedB;
        }},
   };
   if (batched) {
@@ -344,9 +370,11 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
   }
   return TunableSpace(
       {
-          {"tile_m", {6, 12, 24, 48, 96, 192, 384}, "rows of the output tile one task computes"},
-          {"tile_n", {32, 64, 128, 256, 512}, "columns of the output tile one task computes"},
-          {"tile_k", {64, 128, 256, 512}, "depth of the packed A/B panels (K block)"},
+          {"tile_m", {6, 12, 24, 48, 96, 192, 384, 768, 1536},
+           "rows of the output tile one task computes"},
+          {"tile_n", {32, 64, 128, 256, 512, 1024, 2048},
+           "columns of the output tile one task computes (its packed B panel is tile_k x tile_n)"},
+          {"tile_k", {64, 128, 256, 384, 512}, "depth of the packed A/B panels (K block)"},
           {"threads", threads, "worker threads running the tiles"},
           {"skinny", {0, 1},
            "1: stream B unpacked, tile_n columns per task (decode shapes; AVX-512, row-major B)"},
@@ -357,31 +385,39 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 // The default tiles for `batch` GEMMs of shape `s` (grid/block not filled).
 LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int64_t hw,
                                 bool skinny_ok) {
-  // Heuristic: split M evenly into tiles of at most 384 rows (the A block, 384 x 256 floats,
-  // stays in a 1 MiB L2, and taller tiles re-pack B less often per FLOP: 384 rows measured
-  // 79% of peak at 1024^3 against 61% for 96), N into tiles of at most 256 columns, K in
-  // blocks of 256; then split tiles until every thread has one.
+  // Heuristic: one task as tall as M and as wide as N (up to the widest packed B panel), so
+  // each operand is packed once (Note [CPU GEMM blocking]); K in blocks of 256. Then split
+  // tasks until every thread has one: N first while tasks stay at least 256 wide (the other
+  // thread packs its own columns of B and re-packs A, the smaller cost for wide shapes), else
+  // M.
   const auto round_up = [](std::int64_t v, std::int64_t q) { return ceil_div(v, q) * q; };
   const std::int64_t nb = std::max<std::int64_t>(batch, 1);
+  constexpr std::int64_t kTileK = 256;
   const std::int64_t m = std::max<std::int64_t>(s.m, 1);
-  std::int64_t tm = round_up(ceil_div(m, ceil_div(m, 384)), 6);
-  std::int64_t tn = pick_candidate({32, 64, 128, 256}, s.n);
+  const std::int64_t n = std::max<std::int64_t>(s.n, 1);
+  // Cut M and N into equal parts (multiples of the micro-tile), so threads get equal work.
+  std::int64_t m_parts = 1;
+  std::int64_t n_parts = ceil_div(n, kMaxPackedB / (4 * kTileK));
+  const auto tile_rows = [&] { return round_up(ceil_div(m, m_parts), 6); };
+  const auto tile_cols = [&] { return round_up(ceil_div(n, n_parts), 32); };
   // Below ~4 MFLOP (tens of microseconds) waking a second thread costs more than it saves.
   const double flop = 2.0 * static_cast<double>(nb) * static_cast<double>(s.m) *
                       static_cast<double>(s.n) * static_cast<double>(s.k);
   const bool tiny = flop < 4.0e6;
-  while (!tiny && nb * ceil_div(s.m, tm) * ceil_div(s.n, tn) < hw) {
-    if (tn >= 64 && (tn >= tm || tm <= 6)) {
-      tn /= 2;
-    } else if (tm >= 12) {
-      tm = round_up(tm / 2, 6);
+  while (!tiny && nb * m_parts * n_parts < hw) {
+    if (tile_cols() >= 512 || (tile_cols() >= 64 && tile_rows() <= 6)) {
+      ++n_parts;
+    } else if (tile_rows() >= 12) {
+      ++m_parts;
     } else {
       break;
     }
   }
+  const std::int64_t tm = tile_rows();
+  const std::int64_t tn = tile_cols();
   const std::int64_t tiles = nb * ceil_div(s.m, tm) * ceil_div(s.n, tn);
   LaunchConfig point;
-  point.set("tile_m", tm).set("tile_n", tn).set("tile_k", 256).set("skinny", 0);
+  point.set("tile_m", tm).set("tile_n", tn).set("tile_k", kTileK).set("skinny", 0);
   point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
   // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
   // so stream it unpacked, 256 columns per task. See gemm_skinny_avx512.cpp.
@@ -396,8 +432,9 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
 KernelDescriptor make_cpu_descriptor() {
   KernelDescriptor d;
   d.name = "gemm_f32_blocked";
-  // 2: adds the skinny-M path (tunable `skinny`).
-  d.version = 2;
+  // 2: adds the skinny-M path (tunable `skinny`). 3: tiles are tasks packing B once per K
+  // block and A per L2 block of rows (tile_m no longer sizes the A block).
+  d.version = 3;
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -430,7 +467,8 @@ KernelDescriptor make_cpu_descriptor() {
 KernelDescriptor make_bmm_descriptor() {
   KernelDescriptor d;
   d.name = "bmm_f32_blocked";
-  d.version = 1;
+  // 2: tasks pack B once per K block (see gemm_f32_blocked version 3).
+  d.version = 2;
   d.ops = {"aten::bmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;

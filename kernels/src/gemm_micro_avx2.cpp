@@ -9,6 +9,12 @@ namespace {
 
 void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
                 float alpha) {
+  // The C tile's rows are far apart and were last touched a K block ago: fetch them while
+  // the K loop runs (every line of a row, aligned or not).
+  for (int r = 0; r < kMicroRows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
+  }
   __m256 acc[kMicroRows][2];
   for (auto& row : acc) {
     row[0] = _mm256_setzero_ps();
