@@ -86,6 +86,11 @@ int main(int argc, char** argv) {
                  "(trials are kept apart by cache state)")
       ->check(CLI::IsMember({"hot", "cold"}))
       ->capture_default_str();
+  app.add_option("--threads", o.threads,
+                 "tune for at most this many threads (0 = all cores): the threads tunable and the "
+                 "default config it is compared with are limited to it; keep each thread count's "
+                 "table in its own --db")
+      ->capture_default_str();
   app.add_option("--finalists", o.finalists, "candidates re-measured to separate the winner")
       ->capture_default_str();
   app.add_flag("--replay", replay,

@@ -7,6 +7,7 @@
 #include <ka/db/results_store.hpp>
 #include <ka/harness/bench.hpp>
 #include <ka/harness/suite.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/profiler/cupti_profiler.hpp>
 #include <ka/profiler/measure.hpp>
@@ -748,6 +749,8 @@ int run_suite(const BenchOptions& options) {
   KA_CHECK(options.repetitions >= 1, "--repetitions must be >= 1");
   KA_CHECK(options.min_time_s > 0.0, "--min-time must be > 0 seconds");
   s.options.threads = options.threads == 0 ? hw : options.threads;
+  // Untuned configs are the ones ka's heuristics plan for this many threads.
+  kernels::set_cpu_thread_limit(s.options.threads);
   const std::string configs = detail::load_tuned_table(options.tuned_table);
   if (options.explain) {
     fmt::print("configs: {}\n", configs);

@@ -2,8 +2,26 @@
 
 #include <ka/core/error.hpp>
 
+#include <ka/kernels/cpu_launch.hpp>
+
 #include <algorithm>
+#include <atomic>
 #include <thread>
+
+namespace ka::kernels {
+namespace {
+std::atomic<int> g_thread_limit{0};
+}  // namespace
+
+void set_cpu_thread_limit(int threads) { g_thread_limit.store(std::max(0, threads)); }
+
+int cpu_thread_limit() {
+  const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  const int limit = g_thread_limit.load();
+  return limit > 0 ? std::min(limit, hw) : hw;
+}
+
+}  // namespace ka::kernels
 
 namespace ka::kernels::detail {
 

@@ -10,6 +10,8 @@
 #include "ew_math.hpp"
 #include "descriptor_common.hpp"
 
+#include <ka/kernels/cpu_launch.hpp>
+
 namespace ka::kernels {
 
 // Note [CPU element-wise chunks]
@@ -638,12 +640,12 @@ KernelDescriptor make_descriptor() {
     std::int64_t thread_count = 0;
     return check_config(detail::broadcast_numel(shape), config, block_elems, thread_count);
   };
-  d.default_config = [threads](const ShapeKey& shape) {
+  d.default_config = [](const ShapeKey& shape) {
     // Below ~32K elements (a few microseconds) one block on the calling thread: waking
     // workers costs more than it saves. Above, blocks of up to 64K elements (256 KiB of
     // output, L2-sized) with at least two blocks per thread for balance, on every core.
     const std::int64_t numel = detail::broadcast_numel(shape);
-    const std::int64_t hw = threads.back();
+    const std::int64_t hw = cpu_thread_limit();
     LaunchConfig point;
     if (numel <= 32768) {
       point.set("block_elems", 32768).set("threads", 1);

@@ -3,6 +3,8 @@
 // register-blocked micro-kernel over them. See Note [CPU GEMM blocking].
 #include "ew_math.hpp"
 #include "descriptor_common.hpp"
+
+#include <ka/kernels/cpu_launch.hpp>
 #include "gemm_internal.hpp"
 
 #include <ka/core/error.hpp>
@@ -447,10 +449,10 @@ KernelDescriptor make_cpu_descriptor() {
     }
     return check_gemm_config(shape, config);
   };
-  d.default_config = [threads](const ShapeKey& shape) {
+  d.default_config = [](const ShapeKey& shape) {
     const GemmShape s = gemm_shape(shape);
     return complete_gemm_config(
-        shape, default_gemm_point(s, 1, threads.back(), shape.args().back().contiguous));
+        shape, default_gemm_point(s, 1, cpu_thread_limit(), shape.args().back().contiguous));
   };
   d.flop_count = [](const ShapeKey& shape) {
     const GemmShape s = gemm_shape(shape);
@@ -481,9 +483,9 @@ KernelDescriptor make_bmm_descriptor() {
     }
     return check_bmm_config(shape, config);
   };
-  d.default_config = [threads](const ShapeKey& shape) {
+  d.default_config = [](const ShapeKey& shape) {
     const detail::BmmShape s = detail::bmm_shape(shape);
-    return complete_bmm_config(shape, default_gemm_point(s.gemm, s.batch, threads.back(), false));
+    return complete_bmm_config(shape, default_gemm_point(s.gemm, s.batch, cpu_thread_limit(), false));
   };
   d.flop_count = [](const ShapeKey& shape) {
     const detail::BmmShape s = detail::bmm_shape(shape);

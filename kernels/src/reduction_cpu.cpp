@@ -10,6 +10,8 @@
 #include "ew_math.hpp"
 #include "descriptor_common.hpp"
 
+#include <ka/kernels/cpu_launch.hpp>
+
 namespace ka::kernels {
 
 // Note [CPU row kernels]
@@ -566,7 +568,7 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
     if (std::string_view(name) == "sum_f32") self = &sum_f32_cpu_descriptor();
     return check_config(*self, config);
   };
-  d.default_config = [threads](const ShapeKey& shape) {
+  d.default_config = [](const ShapeKey& shape) {
     // Blocks of at least ~16K elements (waking a thread for less costs more than it saves);
     // one thread below ~32K elements, else every core with at least one block each.
     std::int64_t numel = 0;
@@ -575,7 +577,7 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
     const std::int64_t rows = std::max<std::int64_t>(1, numel / row);
     std::int64_t rpb = 1;
     while (rpb < 256 && rpb * row < 16384) rpb *= 2;
-    const std::int64_t hw = threads.back();
+    const std::int64_t hw = cpu_thread_limit();
     while (rpb > 1 && ceil_div(rows, rpb) < hw && numel > 32768) rpb /= 2;
     LaunchConfig c;
     c.set("rows_per_block", rpb);

@@ -61,6 +61,17 @@ case "$case_name" in
     n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM recommendations WHERE op LIKE 'fused::%' AND fusion IN ('fused', 'unfused')")
     [ "$n" -ge 1 ] || fail "no fusion decision stored"
     ;;
+  threads)
+    # --threads 1: every trial and the recommendation run on one thread.
+    "$ka_tune" --op aten::addmm --shapes 96x64x160 --strategy random --budget 8 --threads 1 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err" || fail "exit $?"
+    n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM trials WHERE config LIKE '%threads=1 %'")
+    [ "$n" = "8" ] || fail "expected 8 one-thread trials, got $n: $("$sqlite3" "$tmp/ka.db" "SELECT config FROM trials")"
+    n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM recommendations WHERE config LIKE '%threads=1 %'")
+    [ "$n" = "1" ] || fail "the recommendation is not a one-thread config: $("$sqlite3" "$tmp/ka.db" "SELECT config FROM recommendations")"
+    "$ka_tune" --op aten::addmm --shapes 96x64x160 --threads -1 --db "$tmp/ka.db" -q >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "--threads -1: expected exit 2"
+    grep -q "threads must be >= 0" "$tmp/err" || fail "--threads -1 message"
+    ;;
   bad_input)
     "$ka_tune" --op aten::addmm --shapes 12x13 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 2 ] || fail "bad shape: expected exit 2"

@@ -6,6 +6,7 @@
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
 #include <ka/extractor/extractor.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 #include <ka/tuner/search.hpp>
 #include <ka/tuner/tune.hpp>
 
@@ -146,6 +147,21 @@ void progress_line(std::FILE* out, std::size_t shape_index, std::size_t shapes,
   std::fflush(out);
 }
 
+// `space` with its `threads` candidates cut to at most `limit` (0: unchanged).
+kernels::TunableSpace threads_at_most(const kernels::TunableSpace& space, int limit) {
+  if (limit <= 0) return space;
+  std::vector<kernels::TunableParam> params = space.params();
+  for (auto& p : params) {
+    if (p.name != "threads") continue;
+    std::vector<std::int64_t> kept;
+    for (const auto t : p.candidates) {
+      if (t <= limit) kept.push_back(t);
+    }
+    p.candidates = kept.empty() ? std::vector<std::int64_t>{limit} : kept;
+  }
+  return kernels::TunableSpace(std::move(params), space.constraints());
+}
+
 }  // namespace
 
 LaunchConfig params_of(const LaunchConfig& config) {
@@ -173,6 +189,8 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
     KA_CHECK(parse_dims(shape).size() == want, "bad shape '", shape, "' for ", o.op,
              want == 4 ? ": expected BxMxKxN" : ": expected MxKxN");
   }
+  KA_CHECK(o.threads >= 0, "ka-tune: --threads must be >= 0 (0 means all cores)");
+  kernels::set_cpu_thread_limit(o.threads);
   extractor::Extractor& ex = extractor::Extractor::global();
   const extractor::OpHandle handle = ex.resolve(o.op);
   const DeviceFingerprint fp = cpu_fingerprint();
@@ -192,7 +210,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       const auto base = ex.prepare_call(handle, c.args.data(), c.args.size(), nullptr);
       const kernels::KernelDescriptor& d = base->kernel();
       const std::string key = base->shape_key().str();
-      const SearchSpace space(d.space);
+      const SearchSpace space(threads_at_most(d.space, o.threads));
       KA_CHECK(space.size() > 0, "ka-tune: ", d.name, " has no valid configuration to sweep");
       const std::optional<std::size_t> default_point = space.find(base->default_config());
 

@@ -26,6 +26,10 @@ struct TuneOptions {
   std::string command_line;
   profiler::MeasureOptions measure;  ///< How each configuration is timed.
   int finalists = 3;                 ///< Candidates re-measured to separate the winner.
+  /// At most this many threads (0: all cores): the `threads` tunable keeps only candidates up
+  /// to it, and the default config it is compared with is the one planned for it (see
+  /// kernels::set_cpu_thread_limit, which tune() sets).
+  int threads = 0;
   std::FILE* progress = stderr;      ///< Progress bar (null: none).
 };
 
