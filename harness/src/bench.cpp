@@ -74,6 +74,7 @@ struct CaseState {
   std::vector<std::string> variants;
   std::vector<detail::VariantInfo> info;   // per variant; graphs' plans once checked
   double flop = 0.0;                       // per call; 0 when not counted
+  double copy_gbps = 0.0;                  // graph cases: copy bandwidth probed just before
   bool checked = false;                    // every ka variant was checked
   std::vector<Disposition> disposition;    // per variant, of the check
   std::vector<detail::CheckResult> check;  // per variant
@@ -104,6 +105,7 @@ struct Session {
   std::unique_ptr<db::ResultsStore> store;
   std::int64_t run_id = 0;
   double peak_gflops = 0.0;
+  int graph_threads = 1;  // threads ka's graph runs use (all cores)
   std::map<std::string, Outcome> outcomes;  // by benchmark name
   bool db_failed = false;
   std::size_t rows_stored = 0;
@@ -160,6 +162,9 @@ void ensure_checked(Session& s, std::size_t i) {
   CaseState& cs = s.cases[i];
   if (cs.checked) return;
   cs.checked = true;
+  // The machine's memory bandwidth drifts with its neighbours' load: quote each memory-bound
+  // case against a probe taken right before it (about 50 ms).
+  if (cs.c.is_graph()) cs.copy_gbps = profiler::measure_copy_bandwidth(s.graph_threads).gbytes_per_s;
   for (std::size_t v = 0; v + 1 < cs.variants.size(); ++v) {
     try {
       detail::BenchCase& b = s.materialize(i);
@@ -425,8 +430,8 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
 }
 
 void print_graph_summary(const Session& s, std::FILE* out) {
-  fmt::print(out, "{:<24} {:<22} | {:>10} | {:>10} | {:>11} | {:>8} | {:>8}\n", "case", "graph",
-             "ka ms", "unfused ms", "libtorch ms", "fusion", "ka/lt");
+  fmt::print(out, "{:<24} {:<22} | {:>10} {:>7} {:>6} | {:>10} | {:>11} | {:>8} | {:>8}\n", "case",
+             "graph", "ka ms", "GB/s", "%copy", "unfused ms", "libtorch ms", "fusion", "ka/lt");
   double fusion_log = 0.0;
   double lt_log = 0.0;
   int fusion_n = 0;
@@ -440,12 +445,21 @@ void print_graph_summary(const Session& s, std::FILE* out) {
     if (fused == nullptr && unfused == nullptr && lt == nullptr) continue;
     const std::string speedup = ratio_cell(unfused, fused, fusion_log, fusion_n);
     const std::string ratio = ratio_cell(lt, fused, lt_log, lt_n);
-    fmt::print(out, "{:<24} {:<22} | {} | {} | {} | {:>8} | {:>8}\n", cs.c.name, cs.c.graph,
-               time_cell(fused, 10), time_cell(unfused, 10), time_cell(lt, 11), speedup, ratio);
+    std::string bandwidth = fmt::format("{:>7} {:>6}", "-", "-");
+    const double bytes = cs.info.empty() ? 0.0 : cs.info[0].min_bytes;
+    if (timed(fused) && bytes > 0.0) {
+      const double gbps = bytes / fused->summary.median;
+      bandwidth = fmt::format("{:>7.1f} {:>5.1f}%", gbps,
+                              cs.copy_gbps > 0 ? gbps / cs.copy_gbps * 100.0 : 0.0);
+    }
+    fmt::print(out, "{:<24} {:<22} | {} {} | {} | {} | {:>8} | {:>8}\n", cs.c.name, cs.c.graph,
+               time_cell(fused, 10), bandwidth, time_cell(unfused, 10), time_cell(lt, 11), speedup,
+               ratio);
   }
   fmt::print(out,
-             "(ka ms = ka with fusion; fusion = unfused time / fused time; ka/lt = libtorch "
-             "time / ka fused time; > 1 means faster)\n");
+             "(ka ms = ka with fusion; GB/s = (input + output bytes) / ka time, %copy = that over "
+             "the copy bandwidth probed just before the case; fusion = unfused time / fused time; ka/lt = libtorch time "
+             "/ ka fused time; > 1 means faster)\n");
   if (fusion_n > 0) {
     fmt::print(out, "geometric mean of the fusion speed-up over {} cases: {:.2f}x\n", fusion_n,
                std::exp(fusion_log / fusion_n));
@@ -739,6 +753,7 @@ class TraceSession {
 }  // namespace
 
 int run_suite(const BenchOptions& options) {
+  const std::string allocator = detail::keep_freed_memory();
   const TraceSession trace(options.trace_path);
   Session s;
   s.options = options;
@@ -796,6 +811,12 @@ int run_suite(const BenchOptions& options) {
   const auto peak = profiler::measure_fma_peak(s.options.threads);
   const auto peak1 = s.options.threads == 1 ? peak : profiler::measure_fma_peak(1);
   s.peak_gflops = peak.gflops;
+  const bool any_graph_case = std::any_of(s.suite.cases.begin(), s.suite.cases.end(),
+                                          [](const SuiteCase& c) { return c.is_graph(); });
+  // Graph cases are quoted against the copy bandwidth at the threads ka's graph runs use.
+  s.graph_threads = hw;
+  profiler::BandwidthMeasurement copy;
+  if (any_graph_case) copy = profiler::measure_copy_bandwidth(hw);
 
   const DeviceFingerprint fp = cpu_fingerprint();
   nlohmann::json fp_json;
@@ -816,13 +837,18 @@ int run_suite(const BenchOptions& options) {
   fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
                   "{:.1f} on 1; %peak uses the {}-thread figure\n",
              peak.isa, peak.gflops, peak.threads, peak1.gflops, s.options.threads);
+  if (any_graph_case) {
+    fmt::print(out, "copy bandwidth (measured now, STREAM-copy loop over 2 x {} MiB, ordinary "
+                    "stores): {:.1f} GB/s (read + written) on {} thread(s); probed again before "
+                    "each graph case, as it drifts\n",
+               copy.array_bytes >> 20, copy.gbytes_per_s, copy.threads);
+  }
   fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
                   "per-call time by steady_clock (Google Benchmark manual time); median reported\n",
              options.repetitions, options.min_time_s);
   fmt::print(out, "configs: {}\n", configs);
   print_correctness(s.suite, out);
-  if (std::any_of(s.suite.cases.begin(), s.suite.cases.end(),
-                  [](const SuiteCase& c) { return c.is_graph(); })) {
+  if (any_graph_case) {
     // ka's executor and its kernels' heuristics size themselves to the machine; nothing caps
     // them at --threads yet, so say so rather than let the header above claim it.
     fmt::print(out,
@@ -832,6 +858,8 @@ int run_suite(const BenchOptions& options) {
                "executor takes no thread cap), libtorch {}\n",
                hw, s.options.threads);
   }
+
+  if (!allocator.empty()) fmt::print(out, "allocator: {}\n", allocator);
 
   if (s.store) {
     db::RunInfo info;

@@ -59,6 +59,9 @@ struct VariantInfo {
   std::string config;  ///< For a graph: its tasks' configs, joined with " | ".
   std::string provenance;
   std::vector<TaskInfo> tasks;  ///< Graph ka variants: the plan of the last checked run.
+  /// The fewest bytes a call must move: every input read once and every output written once
+  /// (graph cases, once checked; 0 when unknown). Effective bandwidth = min_bytes / time.
+  double min_bytes = 0.0;
 };
 
 /// What every case of a run shares.
@@ -102,6 +105,12 @@ std::string tolerance_text(const SuiteCase& c);
 
 /// Floating-point operations of one call of `c` (2MNK for GEMMs; 0 when not counted).
 double flop_of(const SuiteCase& c);
+
+/// Keeps freed memory in the process (glibc: no mmap for large blocks, no trimming), as
+/// jemalloc or tcmalloc setups do, so graph cases that allocate 64 MiB outputs per call do not
+/// page-fault them in every time, for ka and libtorch alike. Returns what was done, for the
+/// report header ("" when the allocator could not be told).
+std::string keep_freed_memory();
 
 /// "1.13.0" (libtorch's version as compiled against).
 std::string libtorch_version();

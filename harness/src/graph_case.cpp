@@ -206,6 +206,14 @@ VariantInfo GraphCase::info(std::size_t v) const {
     info.shape_key +=
         (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x");
   }
+  if (!s.reference.empty()) {
+    for (const c10::IValue& in : s.inputs) {
+      if (in.isTensor()) info.min_bytes += static_cast<double>(in.toTensor().nbytes());
+    }
+    for (const c10::IValue& out : s.reference) {
+      if (out.isTensor()) info.min_bytes += static_cast<double>(out.toTensor().nbytes());
+    }
+  }
   if (v >= 2) {
     info.kernel = "torch::jit interpreter (one ATen call per node)";
     return info;

@@ -1,6 +1,7 @@
 #include "descriptor_common.hpp"
 
 #include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
 
 #include <ka/kernels/cpu_launch.hpp>
 
@@ -31,6 +32,14 @@ std::vector<std::int64_t> cpu_thread_candidates() {
   for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
   out.push_back(hw);
   return out;
+}
+
+std::int64_t stream_default(double out_bytes) {
+  static const double llc = [] {
+    const std::int64_t l3 = cpu_fingerprint().l3_bytes;
+    return static_cast<double>(l3 > 0 ? l3 : std::int64_t{32} << 20);
+  }();
+  return out_bytes >= llc ? 1 : 0;
 }
 
 double spec_numel(const TensorSpec& t) {

@@ -111,13 +111,33 @@ inline float max_f32(float a, float b) {
   return a != a ? a : m;
 }
 
-/// d[i] = op(a[i]) for a unary EwOp (kNeg .. kSilu); a and d must not overlap. Compiled for
-/// AVX-512, AVX2 and baseline x86-64 and chosen by the CPU at load time (see
+/// d[i] = op(a[i]) for a unary EwOp (kNeg .. kSilu); a and d must not overlap. exp, sigmoid,
+/// silu and gelu_tanh take the AVX-512 versions when avx512_active(); everything else is
+/// compiled for AVX-512, AVX2 and baseline x86-64 and chosen by the CPU at load time (see
 /// KA_EW_TARGET_CLONES in elementwise_cpu.cpp).
 void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
 
+/// Whether the CPU kernels' AVX-512 code paths are in use: the CPU has AVX-512 and neither
+/// KA_CPU_ISA nor force_cpu_isa chose a narrower family (the GEMM's micro-kernel is "avx512").
+bool avx512_active();
+
+/// The AVX-512 versions (ew_math_avx512.cpp); call only when avx512_active(). unary_run_avx512
+/// returns false for the ops it does not cover.
+bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
+float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
+                             std::int64_t n);
+
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);
+
+/// dst[0..n) = src[0..n) with non-temporal (streaming) stores where dst is 16-byte aligned:
+/// the lines go to memory without being read first (no read-for-ownership) and without
+/// evicting the caches, for outputs larger than the last-level cache. See Note [Streaming
+/// stores]. src and dst must not overlap. Call stream_fence() before the data is handed to
+/// another thread.
+void stream_store(float* __restrict dst, const float* __restrict src, std::int64_t n);
+/// Orders earlier streaming stores before later stores (sfence).
+void stream_fence();
 
 /// d[i] = exp(x[i] − shift) · scale (softmax's inner loop); x and d must not overlap.
 void exp_shifted_run(const float* __restrict x, float shift, float scale, float* __restrict d,
@@ -206,6 +226,10 @@ float lane_sum_sq_dev(const float* x, float mean, std::int64_t n);
 /// d[i] = (x[i] − mean) · rstd · w[i] + b[i]; w and b may be null (1 and 0).
 void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b, float* d,
                    std::int64_t n);
+/// d[i] = x[i] · f; x and d must not overlap.
+void scale_run(const float* __restrict x, float f, float* __restrict d, std::int64_t n);
+/// d[i] *= f.
+void scale_inplace(float* d, float f, std::int64_t n);
 /// m[i] = max(m[i], x[i]) (NaN in x skipped, as lane_max).
 void max_accumulate(float* __restrict m, const float* __restrict x, std::int64_t n);
 /// xd[i] = exp(xd[i] − m[i]); acc[i] += xd[i].

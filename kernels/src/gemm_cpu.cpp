@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -504,6 +505,14 @@ KernelDescriptor make_bmm_descriptor() {
 }  // namespace
 
 std::string gemm_cpu_isa() { return active_micro_kernel().isa; }
+
+bool detail::avx512_active() {
+  if (const auto* forced = g_forced.load(std::memory_order_acquire)) {
+    return std::strcmp(forced->isa, "avx512") == 0;
+  }
+  static const bool automatic = std::strcmp(automatic_micro_kernel().isa, "avx512") == 0;
+  return automatic;
+}
 
 void force_cpu_isa(const std::string& isa) {
   if (isa.empty()) {

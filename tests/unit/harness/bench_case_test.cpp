@@ -70,6 +70,17 @@ TEST(BenchCase, GraphCasesMatchLibtorchFusedAndUnfused) {
   }
 }
 
+TEST(BenchCase, GraphMinBytesAreInputsReadOnceAndOutputsWrittenOnce) {
+  const Suite s = tiny_suite();
+  const auto b = make_bench_case(find_case(s, "residual_ln"), 7, CaseContext{2, ""});
+  EXPECT_EQ(b->info(0).min_bytes, 0.0) << "unknown before the reference has run";
+  ASSERT_TRUE(b->check(0).correct);
+  // x, res [9, 80], w, b [80] read; y [9, 80] written; fp32.
+  const double want = 4.0 * (9 * 80 * 2 + 80 * 2 + 9 * 80);
+  EXPECT_DOUBLE_EQ(b->info(0).min_bytes, want);
+  EXPECT_DOUBLE_EQ(b->info(2).min_bytes, want);
+}
+
 TEST(BenchCase, MlpPlanIsGemmWithGeluEpilogueThenGemm) {
   const Suite s = tiny_suite();
   const auto b = make_bench_case(find_case(s, "mlp"), 7, CaseContext{2, ""});

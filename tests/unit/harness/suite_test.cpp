@@ -125,6 +125,28 @@ TEST(Suite, ShippedMatmulSuiteCoversTheRealModelShapes) {
   EXPECT_NO_THROW(load_suite_file(find_suite_file("smoke", KA_TEST_SUITES_DIR)));
 }
 
+TEST(Suite, EveryShippedSuiteLoads) {
+  const auto names = list_suites(KA_TEST_SUITES_DIR);
+  for (const char* want : {"matmul", "fused", "memory", "smoke"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    const Suite s = load_suite_file(find_suite_file(name, KA_TEST_SUITES_DIR));
+    EXPECT_FALSE(s.cases.empty());
+  }
+  // The memory suite: 16M-element element-wise cases and rows of 4096 (issue targets).
+  const Suite m = load_suite_file(find_suite_file("memory", KA_TEST_SUITES_DIR));
+  int big = 0;
+  for (const auto& c : m.cases) {
+    ASSERT_TRUE(c.is_graph()) << c.name;
+    std::int64_t numel = 1;
+    for (const auto d : c.inputs.front().shape) numel *= d;
+    big += numel == 16777216 ? 1 : 0;
+  }
+  EXPECT_EQ(big, static_cast<int>(m.cases.size()));
+}
+
 const char* kGraphSuite = R"(suite: graphs
 graphs:
   ln: |

@@ -7,11 +7,14 @@
 #include <cmath>
 #include <functional>
 #include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
 #include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/gemm.hpp>
 #include <string>
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "isa_paths.hpp"
 #include "torch_view.hpp"
 
 namespace ka::kernels {
@@ -57,8 +60,13 @@ EwProgram binary_program(EwOp op) {
   return p;
 }
 
-TEST(ElementwiseCpu, EveryUnaryOpMatchesAten) {
+// The ISA paths: the AVX-512 math (ew_math_avx512.cpp) and the portable loops.
+using test::IsaGuard;
+using test::runnable_isas;
+
+TEST(ElementwiseCpu, EveryUnaryOpMatchesAtenOnEveryIsaPath) {
   at::manual_seed(1);
+  // Odd sizes: the AVX-512 loops' masked tails.
   const at::Tensor x = at::randn({37, 129}) * 4;
   const std::vector<std::pair<EwOp, std::function<at::Tensor(const at::Tensor&)>>> ops = {
       {EwOp::kNeg, [](const at::Tensor& t) { return at::neg(t); }},
@@ -70,26 +78,39 @@ TEST(ElementwiseCpu, EveryUnaryOpMatchesAten) {
       {EwOp::kSigmoid, [](const at::Tensor& t) { return at::sigmoid(t); }},
       {EwOp::kSilu, [](const at::Tensor& t) { return at::silu(t); }},
   };
-  for (const auto& [op, ref] : ops) {
-    at::Tensor out = at::empty_like(x);
-    run(unary_program(op), out, {x});
-    expect_close(out, ref(x), to_string(op));
-    // The reference evaluator agrees too.
-    const float v = 0.75F;
-    EXPECT_NEAR(unary_program(op).eval(&v), ref(at::full({1}, v)).item<float>(), 1e-6)
-        << to_string(op);
+  for (const std::string& isa : runnable_isas()) {
+    const IsaGuard guard(isa);
+    for (const auto& [op, ref] : ops) {
+      at::Tensor out = at::empty_like(x);
+      run(unary_program(op), out, {x});
+      expect_close(out, ref(x), std::string(to_string(op)) + " [" + isa + "]");
+      // Far tails: saturation to 0, 1, x and -0.
+      const at::Tensor tails = at::tensor({-200.0F, -90.0F, -20.0F, 20.0F, 90.0F, 200.0F});
+      if (op != EwOp::kExp) {
+        at::Tensor tout = at::empty_like(tails);
+        run(unary_program(op), tout, {tails});
+        expect_close(tout, ref(tails), std::string(to_string(op)) + " tails [" + isa + "]");
+      }
+      // The reference evaluator agrees too.
+      const float v = 0.75F;
+      EXPECT_NEAR(unary_program(op).eval(&v), ref(at::full({1}, v)).item<float>(), 1e-6)
+          << to_string(op);
+    }
   }
 }
 
-TEST(ElementwiseCpu, ExpCoversItsWholeRange) {
+TEST(ElementwiseCpu, ExpCoversItsWholeRangeOnEveryIsaPath) {
   const at::Tensor x = at::linspace(-110.0, 100.0, 100003);
-  at::Tensor out = at::empty_like(x);
-  run(unary_program(EwOp::kExp), out, {x});
-  expect_close(out, at::exp(x), "exp");
-  const at::Tensor special = at::tensor({NAN, INFINITY, -INFINITY, 0.0F, 88.72F, -87.5F});
-  at::Tensor sout = at::empty_like(special);
-  run(unary_program(EwOp::kExp), sout, {special});
-  expect_close(sout, at::exp(special), "exp special values");
+  const at::Tensor special = at::tensor({NAN, INFINITY, -INFINITY, 0.0F, 88.72F, -87.5F, 88.8F, -103.0F});
+  for (const std::string& isa : runnable_isas()) {
+    const IsaGuard guard(isa);
+    at::Tensor out = at::empty_like(x);
+    run(unary_program(EwOp::kExp), out, {x});
+    expect_close(out, at::exp(x), "exp [" + isa + "]");
+    at::Tensor sout = at::empty_like(special);
+    run(unary_program(EwOp::kExp), sout, {special});
+    expect_close(sout, at::exp(special), "exp special values [" + isa + "]");
+  }
 }
 
 TEST(ElementwiseCpu, EveryBinaryOpMatchesAten) {
@@ -212,6 +233,53 @@ TEST(ElementwiseCpu, InPlaceAliasing) {
   const at::Tensor g_want = at::gelu(zt);
   run(unary_program(EwOp::kGelu), zt, {zt});
   expect_close(zt, g_want, "gelu_ on a transposed view");
+}
+
+// stream=1 writes out with non-temporal stores (Note [Streaming stores]): out at offsets that
+// are not 16-byte aligned (the head and tail go through ordinary stores), in place, a chain,
+// and a strided out (which ignores it) all match ATen, and nothing outside out is written.
+TEST(ElementwiseCpu, StreamingStoresMatchAten) {
+  at::manual_seed(9);
+  LaunchConfig streamed = config(4096, 2);
+  streamed.set("stream", 1);
+  for (const std::int64_t n : {1, 5, 4097, 100003}) {
+    const at::Tensor x = at::randn({n + 3}).slice(0, 1, n + 1);
+    const at::Tensor y = at::randn({n});
+    const at::Tensor out_base = at::full({n + 6}, NAN);
+    at::Tensor out = out_base.slice(0, 3, n + 3);  // 12 bytes past an aligned start
+    run(binary_program(EwOp::kAdd), out, {x, y}, streamed);
+    expect_close(out, x + y, "streamed add n=" + std::to_string(n));
+    EXPECT_TRUE(out_base.slice(0, 0, 3).isnan().all().item<bool>()) << "wrote before out";
+    EXPECT_TRUE(out_base.slice(0, n + 3, n + 6).isnan().all().item<bool>()) << "wrote after out";
+  }
+  at::Tensor z = at::randn({10000});
+  const at::Tensor y = at::randn({10000});
+  const at::Tensor want = z * y;
+  run(binary_program(EwOp::kMul), z, {z, y}, streamed);
+  expect_close(z, want, "streamed z *= y");
+  const at::Tensor x = at::randn({33, 1000});
+  EwProgram p;  // out = silu(x * 2 + y)
+  p.set_result(p.unary(EwOp::kSilu, p.binary(EwOp::kAdd, p.binary(EwOp::kMul, p.input(0), p.scalar(2.0F)), p.input(1))));
+  const at::Tensor y2 = at::randn({33, 1000});
+  at::Tensor out = at::empty_like(x);
+  run(p, out, {x, y2}, streamed);
+  expect_close(out, at::silu(x * 2 + y2), "streamed chain");
+  at::Tensor zt = at::randn({40, 50}).t();
+  const at::Tensor relu_want = at::relu(zt);
+  run(unary_program(EwOp::kRelu), zt, {zt}, streamed);
+  expect_close(zt, relu_want, "streamed relu_ on a transposed view");
+}
+
+TEST(ElementwiseCpu, DefaultStreamsOnlyOutputsBeyondTheLastLevelCache) {
+  const KernelDescriptor& d = elementwise_f32_cpu_descriptor();
+  const std::int64_t l3 = cpu_fingerprint().l3_bytes;
+  const std::int64_t llc = l3 > 0 ? l3 : std::int64_t{32} << 20;
+  const auto key = [](std::int64_t n) {
+    return ShapeKey("aten::relu", {{DType::kFloat32, {n}, true}});
+  };
+  EXPECT_EQ(d.default_config(key(llc / 4 * 2)).get_or("stream", -1), 1);
+  EXPECT_EQ(d.default_config(key(llc / 4 / 2)).get_or("stream", -1), 0);
+  EXPECT_EQ(d.default_config(key(1000)).get_or("stream", -1), 0);
 }
 
 TEST(ElementwiseCpu, EveryPointOfTheSpaceRuns) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_paths.hpp"
 #include "torch_view.hpp"
 
 namespace ka::kernels {
@@ -27,14 +28,6 @@ LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int6
   return c;
 }
 
-std::vector<std::string> runnable_isas() {
-  std::vector<std::string> isas = {"generic"};
-  const std::string level = cpu_isa_level();
-  if (level == "avx2" || level == "avx512") isas.push_back("avx2");
-  if (level == "avx512") isas.push_back("avx512");
-  return isas;
-}
-
 // Arguments of an mm into `out` (no bias).
 AddmmArgs mm_args(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
   AddmmArgs args;
@@ -44,11 +37,8 @@ AddmmArgs mm_args(const at::Tensor& out, const at::Tensor& a, const at::Tensor& 
   return args;
 }
 
-// Restores automatic ISA selection when a test ends.
-struct IsaGuard {
-  explicit IsaGuard(const std::string& isa) { force_cpu_isa(isa); }
-  ~IsaGuard() { force_cpu_isa(""); }
-};
+using test::IsaGuard;
+using test::runnable_isas;
 
 // Runs ka and at::addmm on the same inputs and compares: |ka - ref| <= atol + rtol*|ref|.
 void expect_matches(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, float beta,

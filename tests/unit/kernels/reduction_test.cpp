@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "isa_paths.hpp"
 #include "torch_view.hpp"
 
 namespace ka::kernels {
@@ -17,9 +18,10 @@ namespace {
 
 using test::view_of;
 
-LaunchConfig config(std::int64_t rows_per_block, std::int64_t threads) {
+// `stream` is a tunable of softmax and layer_norm only; sum ignores it.
+LaunchConfig config(std::int64_t rows_per_block, std::int64_t threads, std::int64_t stream = 0) {
   LaunchConfig c;
-  c.set("rows_per_block", rows_per_block).set("threads", threads);
+  c.set("rows_per_block", rows_per_block).set("threads", threads).set("stream", stream);
   return c;
 }
 
@@ -66,7 +68,7 @@ TEST(SoftmaxCpu, EveryDimOfA3dTensor) {
   at::manual_seed(1);
   const at::Tensor x = at::randn({5, 37, 300}) * 3;
   for (int dim = 0; dim < 3; ++dim) {
-    for (const auto& cfg : {config(1, 1), config(7, 2)}) {
+    for (const auto& cfg : {config(1, 1), config(7, 2), config(3, 2, /*stream=*/1)}) {
       expect_close(run_softmax(x, dim, cfg), at::softmax(x, dim), 1e-5, 1e-7,
                    "dim " + std::to_string(dim) + " " + cfg.str());
     }
@@ -77,12 +79,27 @@ TEST(SoftmaxCpu, EveryDimOfA3dTensor) {
   // Long rows (many chunks, the running max grows across them).
   const at::Tensor ramp = at::linspace(-20, 40, 5000).reshape({2, 2500});
   expect_close(run_softmax(ramp, 1, config(1, 1)), at::softmax(ramp, 1), 1e-5, 1e-8, "ramp");
+  expect_close(run_softmax(ramp, 1, config(1, 1, /*stream=*/1)), at::softmax(ramp, 1), 1e-5,
+               1e-8, "ramp, streamed");
   // Rows past 1024 chunks keep x and take a second exp in the normalize pass.
   const at::Tensor longest = at::randn({2, 300000}) * 4;
   // (against a double reference: ATen's float sum over 300000 terms is off by ~1e-4 relative)
-  expect_close(run_softmax(longest, 1, config(1, 2)),
+  expect_close(run_softmax(longest, 1, config(1, 2, /*stream=*/1)),
                at::softmax(longest.to(at::kDouble), 1).to(at::kFloat), 1e-5, 1e-9,
                "rows of 300000");
+}
+
+TEST(SoftmaxCpu, EveryIsaPathMatchesAten) {
+  // The exp-and-sum runs on AVX-512 when active, else the portable loop.
+  at::manual_seed(11);
+  const at::Tensor x = at::randn({7, 1001}) * 5;
+  for (const std::string& isa : test::runnable_isas()) {
+    const test::IsaGuard guard(isa);
+    for (const auto& cfg : {config(2, 2), config(3, 1, /*stream=*/1)}) {
+      expect_close(run_softmax(x, 1, cfg), at::softmax(x, 1), 1e-5, 1e-7,
+                   isa + " " + cfg.str());
+    }
+  }
 }
 
 TEST(SoftmaxCpu, ScaleAndMaskPrologue) {
@@ -155,6 +172,8 @@ TEST(LayerNormCpu, WithAndWithoutAffine) {
     const std::string what = "normalized_dims " + std::to_string(k);
     expect_close(run_layer_norm(x, k, w, b, config(3, 2)), at::layer_norm(x, norm, w, b, 1e-5),
                  1e-5, 1e-5, what + " affine");
+    expect_close(run_layer_norm(x, k, w, b, config(3, 2, /*stream=*/1)),
+                 at::layer_norm(x, norm, w, b, 1e-5), 1e-5, 1e-5, what + " affine, streamed");
     expect_close(run_layer_norm(x, k, at::Tensor(), at::Tensor(), config(1, 1)),
                  at::layer_norm(x, norm, {}, {}, 1e-5), 1e-5, 1e-5, what + " plain");
     expect_close(run_layer_norm(x, k, w, at::Tensor(), config(2, 2)),
@@ -170,6 +189,8 @@ TEST(LayerNormCpu, ResidualAddPrologueAndStridedInput) {
   const at::Tensor b = at::randn({1030});
   expect_close(run_layer_norm(x, 1, w, b, config(2, 2), r),
                at::layer_norm(x + r, {1030}, w, b, 1e-5), 1e-5, 1e-5, "residual");
+  expect_close(run_layer_norm(x, 1, w, b, config(2, 2, /*stream=*/1), r),
+               at::layer_norm(x + r, {1030}, w, b, 1e-5), 1e-5, 1e-5, "residual, streamed");
   const at::Tensor xt = at::randn({50, 9}).t();  // normalized dim strided
   const at::Tensor wt = at::randn({100}).slice(0, 0, 100, 2);
   expect_close(run_layer_norm(xt, 1, wt, at::Tensor(), config(4, 1)),

@@ -48,5 +48,21 @@ TEST(PeakProbe, MeasuresAPlausibleFigure) {
   EXPECT_LT(p.gflops, 1000.0);
 }
 
+TEST(BandwidthProbe, CopyBandwidthIsPlausibleAndBoundedByTheCopyItself) {
+  // 16 MiB arrays: small enough for a quick test; the figure may include cache effects.
+  const std::size_t bytes = std::size_t{16} << 20;
+  const auto t0 = std::chrono::steady_clock::now();
+  const BandwidthMeasurement b = measure_copy_bandwidth(1, bytes);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(b.threads, 1);
+  EXPECT_EQ(b.array_bytes, bytes);
+  // Five timed copies of 2 x 16 MiB each (plus the first touch) took `elapsed`: the best copy
+  // cannot have been faster than the average of everything.
+  EXPECT_GE(b.gbytes_per_s, 5 * 2.0 * static_cast<double>(bytes) / elapsed / 1e9 * 0.99);
+  // Any machine this runs on copies between 0.5 and 2000 GB/s.
+  EXPECT_GT(b.gbytes_per_s, 0.5);
+  EXPECT_LT(b.gbytes_per_s, 2000.0);
+}
+
 }  // namespace
 }  // namespace ka::profiler

@@ -1,7 +1,9 @@
-// Machine-limit probes: the fp32 FMA peak that GEMM throughput is quoted against.
+// Machine-limit probes: the fp32 FMA peak that GEMM throughput is quoted against, and the
+// copy bandwidth that memory-bound kernels are quoted against.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 
 namespace ka::profiler {
@@ -18,5 +20,25 @@ struct PeakMeasurement {
 /// over the wall time from the first thread's start to the last thread's end, best of 3.
 PeakMeasurement measure_fma_peak(int threads,
                                  std::chrono::milliseconds duration = std::chrono::milliseconds(60));
+
+}  // namespace ka::profiler
+
+namespace ka::profiler {
+
+/// The result of one copy-bandwidth measurement.
+struct BandwidthMeasurement {
+  double gbytes_per_s = 0.0;  ///< Bytes read + bytes written per second (1e9), all threads.
+  int threads = 1;
+  std::size_t array_bytes = 0;  ///< Size of the source (and of the destination) array.
+};
+
+/// Measures memory copy bandwidth the way STREAM's "Copy" does: every thread copies its slice
+/// of a source array into a destination array with ordinary loads and stores (no
+/// non-temporal stores, like ka's and libtorch's element-wise kernels), arrays far larger
+/// than the last-level cache; the figure is (bytes read + bytes written) over the wall time
+/// from the first thread's start to the last thread's end, best of 5. What memory-bound
+/// kernels are quoted against ("% of copy bandwidth").
+BandwidthMeasurement measure_copy_bandwidth(int threads,
+                                            std::size_t array_bytes = std::size_t{128} << 20);
 
 }  // namespace ka::profiler
