@@ -838,10 +838,12 @@ int run_suite(const BenchOptions& options) {
                   "{:.1f} on 1; %peak uses the {}-thread figure\n",
              peak.isa, peak.gflops, peak.threads, peak1.gflops, s.options.threads);
   if (any_graph_case) {
-    fmt::print(out, "copy bandwidth (measured now, STREAM-copy loop over 2 x {} MiB, ordinary "
-                    "stores): {:.1f} GB/s (read + written) on {} thread(s); probed again before "
-                    "each graph case, as it drifts\n",
-               copy.array_bytes >> 20, copy.gbytes_per_s, copy.threads);
+    fmt::print(out, "copy bandwidth (measured now, STREAM copy of 2 x {} MiB on {} thread(s), "
+                    "bytes read + written): {:.1f} GB/s, the better of ordinary stores {:.1f} "
+                    "and streaming stores {:.1f}; probed again before each graph case, as it "
+                    "drifts\n",
+               copy.array_bytes >> 20, copy.threads, copy.gbytes_per_s, copy.ordinary_gbps,
+               copy.streaming_gbps);
   }
   fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
                   "per-call time by steady_clock (Google Benchmark manual time); median reported\n",

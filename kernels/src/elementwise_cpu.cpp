@@ -48,14 +48,18 @@ namespace ka::kernels {
 // (read-for-ownership), then written back. Non-temporal stores skip the read and bypass the
 // caches, which is what an output larger than the last-level cache wants: 4096 x 4096
 // layer_norm on one thread went from 11 to 15 GB/s in a prototype. Kernels with a `stream`
-// tunable compute each chunk into an L1 buffer and stream it out (SSE stores, baseline x86-64,
-// combined into whole lines by the write-combining buffers), then fence at the end of the
-// block so the executor's hand-off to other threads sees the data. The default turns it on
+// tunable compute each chunk into an L1 buffer and stream it out (64-byte AVX-512 stores where
+// active, else SSE stores combined into lines by the write-combining buffers), then fence at
+// the end of the block so the executor's hand-off to other threads sees the data. The default turns it on
 // for outputs at least as large as the L3 (detail::stream_default).
 
 namespace detail {
 
 void stream_store(float* __restrict dst, const float* __restrict src, std::int64_t n) {
+  if (avx512_active()) {
+    stream_store_avx512(dst, src, n);
+    return;
+  }
   std::int64_t i = 0;
   while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 15U) != 0) {
     dst[i] = src[i];
@@ -723,8 +727,15 @@ KernelDescriptor make_descriptor() {
       while (b > 4096 && ceil_div(numel, b) < 2 * hw) b /= 2;
       point.set("block_elems", b).set("threads", std::min(hw, ceil_div(numel, b)));
     }
-    // An output beyond the last-level cache goes around it (Note [Streaming stores]).
-    point.set("stream", detail::stream_default(4.0 * static_cast<double>(numel)));
+    // An output beyond the last-level cache goes around it (Note [Streaming stores]), for ops
+    // whose time is memory; transcendental ones (exp, tanh, gelu, sigmoid, silu, and fused
+    // chains, which usually hold one) are bound by their arithmetic, and the chunk buffer the
+    // streaming path needs cost them 15% (gelu_tanh, 16M, 2 threads).
+    const std::string& op = shape.op();
+    const bool light = op == "aten::add.Tensor" || op == "aten::sub.Tensor" ||
+                       op == "aten::mul.Tensor" || op == "aten::div.Tensor" ||
+                       op == "aten::maximum" || op == "aten::neg" || op == "aten::relu";
+    point.set("stream", light ? detail::stream_default(4.0 * static_cast<double>(numel)) : 0);
     LaunchConfig c = point;
     ew_grid(numel, point.get_or("block_elems", 1), c.grid, c.block);
     return c;

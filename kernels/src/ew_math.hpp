@@ -126,6 +126,7 @@ bool avx512_active();
 bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
 float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
                              std::int64_t n);
+void stream_store_avx512(float* __restrict dst, const float* __restrict src, std::int64_t n);
 
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);

@@ -274,12 +274,14 @@ TEST(ElementwiseCpu, DefaultStreamsOnlyOutputsBeyondTheLastLevelCache) {
   const KernelDescriptor& d = elementwise_f32_cpu_descriptor();
   const std::int64_t l3 = cpu_fingerprint().l3_bytes;
   const std::int64_t llc = l3 > 0 ? l3 : std::int64_t{32} << 20;
-  const auto key = [](std::int64_t n) {
-    return ShapeKey("aten::relu", {{DType::kFloat32, {n}, true}});
+  const auto key = [](const char* op, std::int64_t n) {
+    return ShapeKey(op, {{DType::kFloat32, {n}, true}});
   };
-  EXPECT_EQ(d.default_config(key(llc / 4 * 2)).get_or("stream", -1), 1);
-  EXPECT_EQ(d.default_config(key(llc / 4 / 2)).get_or("stream", -1), 0);
-  EXPECT_EQ(d.default_config(key(1000)).get_or("stream", -1), 0);
+  EXPECT_EQ(d.default_config(key("aten::relu", llc / 4 * 2)).get_or("stream", -1), 1);
+  EXPECT_EQ(d.default_config(key("aten::relu", llc / 4 / 2)).get_or("stream", -1), 0);
+  EXPECT_EQ(d.default_config(key("aten::relu", 1000)).get_or("stream", -1), 0);
+  // Transcendental ops are bound by arithmetic, not memory: no streaming by default.
+  EXPECT_EQ(d.default_config(key("aten::gelu", llc / 4 * 2)).get_or("stream", -1), 0);
 }
 
 TEST(ElementwiseCpu, EveryPointOfTheSpaceRuns) {
