@@ -3,6 +3,8 @@
 // timed by Google Benchmark's own loop instead of ka-bench's manual timing.
 //
 //   ka_gemm_plain_bench --benchmark_repetitions=5 --benchmark_filter=512
+//   KA_NUM_THREADS=1 ka_gemm_plain_bench ...   (the default config planned for one thread, as
+//                                               ka-bench --threads 1 uses)
 #include <ka/core/launch_config.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/kernels/tensor_view.hpp>

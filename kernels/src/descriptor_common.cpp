@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 namespace ka::kernels {
@@ -18,7 +19,15 @@ void set_cpu_thread_limit(int threads) { g_thread_limit.store(std::max(0, thread
 
 int cpu_thread_limit() {
   const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  const int limit = g_thread_limit.load();
+  int limit = g_thread_limit.load();
+  if (limit <= 0) {
+    // KA_NUM_THREADS, read once, as OMP_NUM_THREADS is for OpenMP programs.
+    static const int from_env = [] {
+      const char* v = std::getenv("KA_NUM_THREADS");
+      return v != nullptr ? std::atoi(v) : 0;
+    }();
+    limit = from_env;
+  }
   return limit > 0 ? std::min(limit, hw) : hw;
 }
 

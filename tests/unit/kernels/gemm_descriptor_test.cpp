@@ -1,10 +1,13 @@
 // The GEMM descriptors as data: tunable spaces, constraints, default heuristics, cost model.
 #include <ka/core/error.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <thread>
 
 namespace ka::kernels {
 namespace {
@@ -50,6 +53,24 @@ TEST(GemmDescriptor, ConstraintViolationsAreNamed) {
   LaunchConfig missing;
   missing.set("tile_m", 6);
   EXPECT_NE(d.space.check(missing).reason().find("missing tunable"), std::string::npos);
+}
+
+TEST(GemmDescriptor, DefaultsPlanForTheThreadLimit) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  const ShapeKey key = addmm_shape_key(1024, 1024, 1024);
+  const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  set_cpu_thread_limit(1);
+  EXPECT_EQ(cpu_thread_limit(), 1);
+  const LaunchConfig one = d.default_config(key);
+  EXPECT_EQ(one.get_or("threads", 0), 1);
+  // One thread: one task as wide as N and as tall as M (each operand packed once).
+  EXPECT_EQ(one.get_or("tile_n", 0), 1024);
+  EXPECT_EQ(one.get_or("tile_m", 0), 1026);
+  set_cpu_thread_limit(1000);
+  EXPECT_EQ(cpu_thread_limit(), hw) << "capped at the logical cores";
+  const LaunchConfig all = d.default_config(key);
+  EXPECT_EQ(all.get_or("threads", 0), std::min(hw, static_cast<int>(all.grid.x * all.grid.y)));
+  set_cpu_thread_limit(0);
 }
 
 TEST(GemmDescriptor, DefaultConfigIsValidAndComplete) {
