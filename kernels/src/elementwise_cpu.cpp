@@ -458,12 +458,30 @@ bool run_block_single_op(const EwJob& job, std::int64_t begin, std::int64_t end)
     if (operand[k] == nullptr) return false;
   }
   float* out = a.out.data_as<float>() + begin;
-  if (unary) {
-    if (operand[0] == out) return false;  // in place: unary_run takes restrict pointers
-    detail::unary_run(last.op, operand[0], out, end - begin);
-  } else {
-    detail::binary_run(last.op, operand[0], operand[1], out, end - begin);
+  if (unary && operand[0] == out) return false;  // in place: unary_run takes restrict pointers
+  if (!job.stream) {
+    if (unary) {
+      detail::unary_run(last.op, operand[0], out, end - begin);
+    } else {
+      detail::binary_run(last.op, operand[0], operand[1], out, end - begin);
+    }
+    return true;
   }
+  // Streaming: 4 KiB pieces computed into an L1 buffer and streamed out; fewer, longer calls
+  // than the 256-element chunks of the general path; relu over 16M floats on 2 threads then
+  // matches a hand-written loop of AVX-512 streaming stores in the same process.
+  constexpr std::int64_t kPiece = 1024;
+  alignas(64) float piece[kPiece];
+  for (std::int64_t e = 0; e < end - begin; e += kPiece) {
+    const std::int64_t len = std::min(kPiece, end - begin - e);
+    if (unary) {
+      detail::unary_run(last.op, operand[0] + e, piece, len);
+    } else {
+      detail::binary_run(last.op, operand[0] + e, operand[1] + e, piece, len);
+    }
+    detail::stream_store(out + e, piece, len);
+  }
+  detail::stream_fence();
   return true;
 }
 
@@ -480,7 +498,7 @@ void run_block(const EwJob& job, std::int64_t block) {
     run_block_scalar(job, begin, end);
     return;
   }
-  if (!strided && !job.stream && run_block_single_op(job, begin, end)) return;
+  if (!strided && run_block_single_op(job, begin, end)) return;
   Layout layout;
   if (strided) collapse(a, job.tensors, layout);
 
