@@ -3,12 +3,15 @@
 #include "gemm_internal.hpp"
 
 #include <ka/core/error.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/reduction.hpp>
 
 namespace ka::kernels {
 
 bool cuda_compiled() noexcept { return false; }
+
+std::optional<CudaDeviceLimits> current_cuda_limits() { return std::nullopt; }
 
 #define KA_CUDA_ABSENT(name) \
   KA_THROW(NotImplementedError, #name ": this build of ka was compiled without CUDA")

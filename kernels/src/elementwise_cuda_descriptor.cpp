@@ -3,6 +3,7 @@
 #include "descriptor_common.hpp"
 
 #include <ka/core/error.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 #include <ka/kernels/elementwise.hpp>
 
 #include <algorithm>
@@ -68,7 +69,8 @@ KernelDescriptor make() {
     }
     // Throws ka::ValueError when the tensors do not broadcast.
     static_cast<void>(detail::broadcast_numel(shape));
-    return elementwise_f32_cuda_descriptor().space.check(config);
+    if (Status st = elementwise_f32_cuda_descriptor().space.check(config); !st) return st;
+    return check_cuda_launch_here(config, "ew_chain_f32_cuda");
   };
   d.default_config = [](const ShapeKey& shape) {
     // Small tensors: many small blocks so every SM gets some. Large ones: 256 threads with a

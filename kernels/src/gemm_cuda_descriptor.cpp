@@ -3,6 +3,7 @@
 #include "gemm_internal.hpp"
 
 #include <ka/core/error.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 
 #include <algorithm>
 
@@ -104,7 +105,8 @@ KernelDescriptor make() {
   d.complete = complete;
   d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
     if (Status st = only_f32(shape); !st) return st;
-    return gemm_f32_cuda_descriptor().space.check(config);
+    if (Status st = gemm_f32_cuda_descriptor().space.check(config); !st) return st;
+    return check_cuda_launch_here(config, "sgemm_smem_tiled");
   };
   d.default_config = [](const ShapeKey& shape) {
     return complete(shape, default_point(gemm_shape(shape)));
@@ -129,7 +131,8 @@ KernelDescriptor make_batched() {
   d.can_run = [](const ShapeKey& shape, const LaunchConfig& config) -> Status {
     if (Status st = only_f32(shape); !st) return st;
     static_cast<void>(bmm_shape(shape));  // throws ka::ValueError for a malformed key
-    return bmm_f32_cuda_descriptor().space.check(config);
+    if (Status st = bmm_f32_cuda_descriptor().space.check(config); !st) return st;
+    return check_cuda_launch_here(config, "sgemm_smem_tiled_batched");
   };
   // One batch entry decides the tiles: blocks over the batch fill the GPU anyway.
   d.default_config = [](const ShapeKey& shape) {

@@ -3,6 +3,7 @@
 #include "descriptor_common.hpp"
 
 #include <ka/core/error.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 #include <ka/kernels/reduction.hpp>
 
 #include <algorithm>
@@ -106,9 +107,10 @@ KernelDescriptor make_rows(const char* name, std::vector<std::string> ops, bool 
   d.complete = [layer_norm](const ShapeKey& shape, const LaunchConfig& point) {
     return complete_rows(key_rows(shape, layer_norm), point);
   };
-  d.can_run = [self](const ShapeKey& shape, const LaunchConfig& config) -> Status {
+  d.can_run = [self, name](const ShapeKey& shape, const LaunchConfig& config) -> Status {
     if (Status st = only_f32(shape); !st) return st;
-    return self().space.check(config);
+    if (Status st = self().space.check(config); !st) return st;
+    return check_cuda_launch_here(config, name);
   };
   d.default_config = [layer_norm](const ShapeKey& shape) {
     return default_rows(key_rows(shape, layer_norm));

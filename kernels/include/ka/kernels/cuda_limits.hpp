@@ -1,0 +1,65 @@
+// What a CUDA device allows one kernel launch (threads and shared memory per block, registers),
+// read from the device where one is visible, and recorded for the GPUs ka is tuned on so that
+// the checks are testable on machines without one. CUDA-free header.
+#pragma once
+
+#include <ka/core/launch_config.hpp>
+#include <ka/core/status.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ka::kernels {
+
+/// A device's per-launch limits (cudaDeviceProp's fields of the same meaning).
+struct CudaDeviceLimits {
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int max_threads_per_block = 0;
+  int warp_size = 0;
+  std::int64_t shared_per_block = 0;        ///< Without opting in (sharedMemPerBlock).
+  std::int64_t shared_per_block_optin = 0;  ///< After cudaFuncSetAttribute (sharedMemPerBlockOptin).
+  int regs_per_block = 0;
+  int max_regs_per_thread = 0;
+  std::int64_t l2_bytes = 0;
+
+  /// Recorded from NVIDIA's published figures for these parts (CUDA programming guide,
+  /// compute-capability tables, and the datasheets); the H200's L2 is what PyTorch reported on
+  /// the lent machine.
+  static CudaDeviceLimits h100_sxm();
+  static CudaDeviceLimits h200();
+  static CudaDeviceLimits a100_sxm();
+};
+
+/// The limits of CUDA device 0 (cudaGetDeviceProperties), read once; nullopt where this build
+/// has no CUDA or no device is visible.
+std::optional<CudaDeviceLimits> current_cuda_limits();
+
+/// What one launch needs. 0 means unknown and is not checked.
+struct CudaLaunchNeeds {
+  std::int64_t threads_per_block = 0;
+  std::int64_t static_shared_bytes = 0;   ///< __shared__ arrays (limit: shared_per_block).
+  std::int64_t dynamic_shared_bytes = 0;  ///< Launch-time shared memory (limit: the opt-in one).
+  std::int64_t regs_per_thread = 0;       ///< From cudaFuncGetAttributes or ptxas -v.
+};
+
+/// The needs of a complete CUDA launch configuration: its block's threads and its
+/// shared_mem_bytes (static shared memory, which is what ka's CUDA kernels use).
+CudaLaunchNeeds launch_needs(const LaunchConfig& config);
+
+/// Ok when `needs` fits `limits`; otherwise unsupported, naming the kernel, the limit, the
+/// device and both numbers ("sgemm_smem_tiled: 2048 threads per block, NVIDIA H100 SXM
+/// allows 1024").
+Status check_cuda_launch(const CudaDeviceLimits& limits, const CudaLaunchNeeds& needs,
+                         std::string_view kernel);
+
+/// check_cuda_launch against current_cuda_limits() when a device is visible; ok otherwise (the
+/// descriptors' can_run call it, so configs are also checked against the device they will run
+/// on, not only against constants).
+Status check_cuda_launch_here(const LaunchConfig& config, std::string_view kernel);
+
+}  // namespace ka::kernels

@@ -1,0 +1,87 @@
+// Recorded CUDA device limits and the launch check. See cuda_limits.hpp.
+#include <ka/kernels/cuda_limits.hpp>
+
+#include <string>
+
+namespace ka::kernels {
+
+CudaDeviceLimits CudaDeviceLimits::h100_sxm() {
+  CudaDeviceLimits l;
+  l.name = "NVIDIA H100 SXM";
+  l.cc_major = 9;
+  l.cc_minor = 0;
+  l.sm_count = 132;
+  l.max_threads_per_block = 1024;
+  l.warp_size = 32;
+  l.shared_per_block = 48 * 1024;
+  l.shared_per_block_optin = 227 * 1024;
+  l.regs_per_block = 65536;
+  l.max_regs_per_thread = 255;
+  l.l2_bytes = std::int64_t{50} << 20;
+  return l;
+}
+
+CudaDeviceLimits CudaDeviceLimits::h200() {
+  CudaDeviceLimits l = h100_sxm();  // the same GH100 processor with more, faster memory
+  l.name = "NVIDIA H200";
+  l.l2_bytes = std::int64_t{60} << 20;
+  return l;
+}
+
+CudaDeviceLimits CudaDeviceLimits::a100_sxm() {
+  CudaDeviceLimits l;
+  l.name = "NVIDIA A100-SXM4";
+  l.cc_major = 8;
+  l.cc_minor = 0;
+  l.sm_count = 108;
+  l.max_threads_per_block = 1024;
+  l.warp_size = 32;
+  l.shared_per_block = 48 * 1024;
+  l.shared_per_block_optin = 163 * 1024;
+  l.regs_per_block = 65536;
+  l.max_regs_per_thread = 255;
+  l.l2_bytes = std::int64_t{40} << 20;
+  return l;
+}
+
+CudaLaunchNeeds launch_needs(const LaunchConfig& config) {
+  CudaLaunchNeeds n;
+  n.threads_per_block = config.block.x * config.block.y * config.block.z;
+  n.static_shared_bytes = config.shared_mem_bytes;
+  return n;
+}
+
+Status check_cuda_launch(const CudaDeviceLimits& limits, const CudaLaunchNeeds& needs,
+                         std::string_view kernel) {
+  const auto refuse = [&](const std::string& what, std::int64_t need, std::int64_t allowed) {
+    return Status::unsupported(std::string(kernel) + ": " + std::to_string(need) + " " + what +
+                               ", " + limits.name + " allows " + std::to_string(allowed));
+  };
+  if (needs.threads_per_block > limits.max_threads_per_block) {
+    return refuse("threads per block", needs.threads_per_block, limits.max_threads_per_block);
+  }
+  if (needs.static_shared_bytes > limits.shared_per_block) {
+    return refuse("bytes of static shared memory per block", needs.static_shared_bytes,
+                  limits.shared_per_block);
+  }
+  if (needs.static_shared_bytes + needs.dynamic_shared_bytes > limits.shared_per_block_optin) {
+    return refuse("bytes of shared memory per block", needs.static_shared_bytes + needs.dynamic_shared_bytes,
+                  limits.shared_per_block_optin);
+  }
+  if (needs.regs_per_thread > limits.max_regs_per_thread) {
+    return refuse("registers per thread", needs.regs_per_thread, limits.max_regs_per_thread);
+  }
+  if (needs.regs_per_thread * needs.threads_per_block > limits.regs_per_block) {
+    return refuse("registers per block", needs.regs_per_thread * needs.threads_per_block,
+                  limits.regs_per_block);
+  }
+  return Status::ok();
+}
+
+Status check_cuda_launch_here(const LaunchConfig& config, std::string_view kernel) {
+  static const std::optional<CudaDeviceLimits> here = current_cuda_limits();
+  if (!here) return Status::ok();
+  return check_cuda_launch(*here, launch_needs(config), kernel);
+}
+
+}  // namespace ka::kernels
