@@ -13,6 +13,8 @@ RunInfo cpu_run_info(std::string tool, std::string command_line) {
   info.command_line = std::move(command_line);
   char host[256] = {};
   info.host = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "unknown";
+  info.ka_version = KA_VERSION;
+  info.git_sha = KA_GIT_SHA;
   const DeviceFingerprint fp = cpu_fingerprint();
   info.device = fp.device.str();
   info.fingerprint = fp.key();

@@ -18,7 +18,6 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -356,12 +355,6 @@ std::string flag_value(const std::vector<std::string>& flags, const std::string&
     if (f.rfind(prefix, 0) == 0) value = f.substr(prefix.size());
   }
   return value;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
 }
 
 std::string fmt_ms(double ns) { return fmt::format("{:.3f}", ns / 1e6); }
@@ -832,8 +825,6 @@ int run_suite(const BenchOptions& options) {
   s.first_copy_gbps = copy.gbytes_per_s;
 
   const DeviceFingerprint fp = cpu_fingerprint();
-  nlohmann::json fp_json;
-  for (const auto& [k, v] : fp.fields()) fp_json[k] = v;
 
   const std::string format = flag_value(options.benchmark_flags, "benchmark_format");
   const bool console = format.empty() || format == "console";
@@ -877,16 +868,8 @@ int run_suite(const BenchOptions& options) {
   if (!allocator.empty()) fmt::print(out, "allocator: {}\n", allocator);
 
   if (s.store) {
-    db::RunInfo info;
-    info.tool = "ka-bench";
-    info.command_line = options.command_line;
-    info.host = host_name();
-    info.ka_version = KA_VERSION;
-    info.git_sha = KA_GIT_SHA;
+    db::RunInfo info = db::cpu_run_info("ka-bench", options.command_line);
     info.suite = s.suite.name;
-    info.device = fp.device.str();
-    info.fingerprint = fp.key();
-    info.fingerprint_json = fp_json.dump();
     info.threads = s.options.threads;
     info.fma_peak_gflops = peak.gflops;
     info.fma_peak_1t_gflops = peak1.gflops;

@@ -30,8 +30,6 @@ int tune_fusion(const FusionTuneOptions& o) {
   db::ResultsStore store(o.db_path);
   store.record_device(fp);
   db::RunInfo info = db::cpu_run_info("ka-tune", o.command_line);
-  info.ka_version = KA_VERSION;
-  info.git_sha = KA_GIT_SHA;
   info.suite = suite.name;
   const std::int64_t run = store.begin_run(info);
   fmt::print(o.out,

@@ -197,8 +197,6 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
   db::ResultsStore store(o.db_path);
   store.record_device(fp);
   db::RunInfo info = db::cpu_run_info("ka-tune", o.command_line);
-  info.ka_version = KA_VERSION;
-  info.git_sha = KA_GIT_SHA;
   info.suite = "";
   const std::int64_t run = store.begin_run(info);
   std::vector<ShapeOutcome> outcomes;

@@ -38,8 +38,9 @@ struct RunInfo {
   std::string openblas_core;
 };
 
-/// A RunInfo for `tool` on this machine's CPU: host name, device "cpu", fingerprint key and
-/// JSON filled; the caller sets the version, git sha, suite and threads it knows.
+/// A RunInfo for `tool` on this machine's CPU: host name, ka's version and git sha, device
+/// "cpu", fingerprint key and JSON filled; the caller sets the suite, threads and what else it
+/// knows.
 RunInfo cpu_run_info(std::string tool, std::string command_line);
 
 /// One row of `results`: one implementation of one case.
