@@ -17,26 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_device.hpp"
+
 namespace ka::kernels {
 namespace {
 
-// Why no CUDA device can be used, or "" when one can.
-std::string no_device_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  if (count == 0) return "cudaGetDeviceCount found 0 devices";
-  return "";
-}
-
-#define KA_REQUIRE_DEVICE()                                               \
-  do {                                                                    \
-    if (const std::string reason = no_device_reason(); !reason.empty()) { \
-      GTEST_SKIP() << "no CUDA device visible: " << reason;               \
-    }                                                                     \
-  } while (false)
+#define KA_REQUIRE_DEVICE() \
+  KA_SKIP_UNLESS_EMPTY(test::no_cuda_device_reason(), "no CUDA device visible")
 
 void check_cuda(cudaError_t e, const char* what) {
   ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);

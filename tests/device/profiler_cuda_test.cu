@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda_device.hpp"
+
 namespace ka::profiler {
 namespace {
 
@@ -21,19 +23,10 @@ __global__ void ka_profiler_test_kernel(float* data, int n) {
 
 std::string no_device_reason() {
   if (!CuptiProfiler::compiled()) return "CUPTI not compiled";
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  if (count == 0) return "cudaGetDeviceCount found 0 devices";
-  return "";
+  return test::no_cuda_device_reason();
 }
 
-#define KA_REQUIRE_DEVICE()                                               \
-  do {                                                                    \
-    if (const std::string reason = no_device_reason(); !reason.empty()) { \
-      GTEST_SKIP() << "no CUDA device or CUPTI: " << reason;              \
-    }                                                                     \
-  } while (false)
+#define KA_REQUIRE_DEVICE() KA_SKIP_UNLESS_EMPTY(no_device_reason(), "no CUDA device or CUPTI")
 
 const GpuActivity* find(const std::vector<GpuActivity>& acts, GpuActivityKind kind) {
   const auto it = std::find_if(acts.begin(), acts.end(),
