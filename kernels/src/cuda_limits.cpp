@@ -65,7 +65,8 @@ Status check_cuda_launch(const CudaDeviceLimits& limits, const CudaLaunchNeeds& 
                   limits.shared_per_block);
   }
   if (needs.static_shared_bytes + needs.dynamic_shared_bytes > limits.shared_per_block_optin) {
-    return refuse("bytes of shared memory per block", needs.static_shared_bytes + needs.dynamic_shared_bytes,
+    return refuse("bytes of shared memory per block",
+                  needs.static_shared_bytes + needs.dynamic_shared_bytes,
                   limits.shared_per_block_optin);
   }
   if (needs.regs_per_thread > limits.max_regs_per_thread) {

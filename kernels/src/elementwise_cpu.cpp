@@ -1,19 +1,17 @@
 // The CPU element-wise kernel: one pass over the output evaluating an EwProgram in chunks.
 // See Note [CPU element-wise chunks].
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
+#include "descriptor_common.hpp"
+#include "ew_math.hpp"
+
 #include <ka/core/error.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/elementwise.hpp>
-#include <thread>
-#include <vector>
 
 #include <immintrin.h>
 
-#include "ew_math.hpp"
-#include "descriptor_common.hpp"
-
-#include <ka/kernels/cpu_launch.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 namespace ka::kernels {
 
@@ -50,8 +48,10 @@ namespace ka::kernels {
 // layer_norm on one thread went from 11 to 15 GB/s in a prototype. Kernels with a `stream`
 // tunable compute each chunk into an L1 buffer and stream it out (64-byte AVX-512 stores where
 // active, else SSE stores combined into lines by the write-combining buffers), then fence at
-// the end of the block so the executor's hand-off to other threads sees the data. The default turns it on
-// for outputs at least as large as the L3 (detail::stream_default).
+// the end of the block so the executor's hand-off to other threads sees the data. Defaults
+// turn it on only for outputs at least as large as the L3 (detail::stream_default) of kernels
+// bound by memory: light element-wise ops and layer_norm, not transcendental ops or softmax,
+// which the extra pass through the buffer made slower.
 
 namespace detail {
 
@@ -188,8 +188,8 @@ float lane_sum(const float* x, std::int64_t n) {
 KA_EW_TARGET_CLONES
 float lane_max(const float* x, std::int64_t n) {
   // One select per element (a plain maxps): NaN is skipped, see the declaration. 64 lanes:
-  // four independent vector chains hide the compare-and-select latency (0.18 -> 0.11 ns per
-  // element in L1 than one chain of 16).
+  // four independent vector chains hide the compare-and-select latency (0.11 ns per element in
+  // L1, against 0.18 for one chain of 16).
   constexpr int kLanes = 64;
   float acc[kLanes];
   for (auto& a : acc) a = -HUGE_VALF;
@@ -716,7 +716,9 @@ KernelDescriptor make_descriptor() {
            [](const LaunchConfig& c) { return c.get_or("block_elems", 0) >= 1; }},
           {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
           {"stream is 0 or 1",
-           [](const LaunchConfig& c) { return c.get_or("stream", 0) == 0 || c.get_or("stream", 0) == 1; }},
+           [](const LaunchConfig& c) {
+             return c.get_or("stream", 0) == 0 || c.get_or("stream", 0) == 1;
+           }},
       });
   d.complete = [](const ShapeKey& shape, const LaunchConfig& point) {
     LaunchConfig c = point;

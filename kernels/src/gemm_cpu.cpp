@@ -1,22 +1,20 @@
 // Blocked CPU GEMM: each grid tile (tile_m x tile_n of the output) is one task; it walks K in
 // tile_k steps, packs its A and B panels into thread-local buffers and runs an ISA-specific
 // register-blocked micro-kernel over them. See Note [CPU GEMM blocking].
-#include "ew_math.hpp"
 #include "descriptor_common.hpp"
-
-#include <ka/kernels/cpu_launch.hpp>
+#include "ew_math.hpp"
 #include "gemm_internal.hpp"
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/core/thread_pool.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -298,15 +296,13 @@ LaunchConfig complete_bmm_config(const ShapeKey& shape, const LaunchConfig& poin
   return c;
 }
 
-bool uses_avx512() { return std::string_view(active_micro_kernel().isa) == "avx512"; }
-
 // Whether `config` of descriptor `d` can run `batch` GEMMs of shape `s`. Allocates nothing
 // unless it refuses (it runs on every call of gemm_f32_cpu).
 Status check_gemm_point(const KernelDescriptor& d, const GemmShape& s, std::int64_t batch,
                         bool mat2_row_major, const LaunchConfig& config) {
   if (Status st = d.space.check(config); !st) return st;
   if (config.get_or("skinny", 0) == 1) {
-    if (!uses_avx512()) {
+    if (!detail::avx512_active()) {
       return Status::unsupported("skinny=1 needs the AVX-512 path; this process uses " +
                                  gemm_cpu_isa());
     }
@@ -428,7 +424,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
   // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
   // so stream it unpacked, 256 columns per task. See gemm_skinny_avx512.cpp.
-  if (skinny_ok && s.m <= 16 && !tiny && uses_avx512()) {
+  if (skinny_ok && s.m <= 16 && !tiny && detail::avx512_active()) {
     point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
     point.set("tile_n", 256);
     point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, 256)));
@@ -490,7 +486,8 @@ KernelDescriptor make_bmm_descriptor() {
   };
   d.default_config = [](const ShapeKey& shape) {
     const detail::BmmShape s = detail::bmm_shape(shape);
-    return complete_bmm_config(shape, default_gemm_point(s.gemm, s.batch, cpu_thread_limit(), false));
+    return complete_bmm_config(shape,
+                               default_gemm_point(s.gemm, s.batch, cpu_thread_limit(), false));
   };
   d.flop_count = [](const ShapeKey& shape) {
     const detail::BmmShape s = detail::bmm_shape(shape);

@@ -135,25 +135,6 @@ void walk_row(const Space& row, int t, std::int64_t e, std::int64_t len, F&& f) 
 
 bool row_contiguous(const Space& row, int t) { return row.nd == 1 && row.strides[t][0] == 1; }
 
-// Note [Prefetching the next row]
-// A row kernel's first pass streams its row from memory, the later passes work in L1/L2 with
-// memory idle, so rows would alternate between waiting on memory and computing. While a row's
-// last pass runs, each of its chunks prefetches the same chunk of the next row (the tensors
-// the first pass reads, and out for writing), so the next first pass finds its data in cache:
-// layer_norm over 4096 x 4096 went from 13.8 to N ms on one thread. Contiguous rows only.
-struct NextRow {
-  const float* read[kMaxRowTensors];
-  int reads = 0;
-  float* write = nullptr;
-
-  void prefetch(std::int64_t e, std::int64_t len) const {
-    for (std::int64_t j = 0; j < len; j += 16) {
-      for (int i = 0; i < reads; ++i) __builtin_prefetch(read[i] + e + j, 0, 3);
-      if (write != nullptr) __builtin_prefetch(write + e + j, 1, 3);
-    }
-  }
-};
-
 // Row elements [e, e + len) of tensor t (row base `base`): in place when contiguous, else
 // gathered into buf.
 const float* row_read(const Space& row, int t, const float* base, std::int64_t e, std::int64_t len,
@@ -231,21 +212,6 @@ void row_bases(const RowTensors& rt, const Space& outer, std::int64_t r, const f
   std::int64_t off[kMaxRowTensors];
   offsets_of(outer, rt.count, r, off);
   for (int i = 0; i < rt.count; ++i) bases[i] = rt.t[i]->data_as<const float>() + off[i];
-}
-
-// What to prefetch of row r (tensors first..last-1 read, out written) when r < rows and the
-// rows are contiguous; nothing otherwise. See Note [Prefetching the next row].
-NextRow next_row(const RowTensors& rt, const Space& row, const Space& outer, std::int64_t r,
-                 std::int64_t rows, int first, int last) {
-  NextRow next;
-  if (r >= rows) return next;
-  const float* bases[kMaxRowTensors];
-  row_bases(rt, outer, r, bases);
-  for (int t = first; t < last; ++t) {
-    if (row_contiguous(row, t)) next.read[next.reads++] = bases[t];
-  }
-  if (row_contiguous(row, 0)) next.write = const_cast<float*>(bases[0]);
-  return next;
 }
 
 // ---- softmax ---------------------------------------------------------------------------
@@ -379,10 +345,8 @@ void softmax_block(const SoftmaxJob& job, std::int64_t block) {
       }
     }
     const auto inv = static_cast<float>(1.0 / sum);
-    const NextRow next = next_row(rt, row, outer, r + 1, job.rows, 1, 1 + p.inputs);
     for (std::int64_t e = 0, c = 0; e < len_row; e += kEwChunk, ++c) {
       const std::int64_t len = std::min(kEwChunk, len_row - e);
-      next.prefetch(e, len);
       if (stream) {
         const float f = detail::exp_f32(chunk_max[c] - m) * inv;
         detail::scale_run(row_buffer.data() + e, f, s.b, len);
@@ -458,11 +422,8 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
     const auto rstd = static_cast<float>(
         1.0 / std::sqrt(sq / static_cast<double>(n) + static_cast<double>(a.eps)));
     const bool out_contiguous = row_contiguous(row, 0);
-    const NextRow next = src >= 0 ? next_row(rt, row, outer, r + 1, job.rows, src, src + 1)
-                                  : next_row(rt, row, outer, r + 1, job.rows, 1, 1 + p.inputs);
     for (std::int64_t e = 0; e < n; e += kEwChunk) {
       const std::int64_t len = std::min(kEwChunk, n - e);
-      next.prefetch(e, len);
       const float* x = row_read(row, x_index, x_base, e, len, s.a);
       const float* w = w_index >= 0 ? row_read(row, w_index, bases[w_index], e, len, s.c) : nullptr;
       const float* b = b_index >= 0 ? row_read(row, b_index, bases[b_index], e, len, s.b) : nullptr;

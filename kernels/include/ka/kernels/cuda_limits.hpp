@@ -22,7 +22,8 @@ struct CudaDeviceLimits {
   int max_threads_per_block = 0;
   int warp_size = 0;
   std::int64_t shared_per_block = 0;        ///< Without opting in (sharedMemPerBlock).
-  std::int64_t shared_per_block_optin = 0;  ///< After cudaFuncSetAttribute (sharedMemPerBlockOptin).
+  /// After cudaFuncSetAttribute raises a kernel's limit (sharedMemPerBlockOptin).
+  std::int64_t shared_per_block_optin = 0;
   int regs_per_block = 0;
   int max_regs_per_thread = 0;
   std::int64_t l2_bytes = 0;
