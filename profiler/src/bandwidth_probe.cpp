@@ -2,24 +2,20 @@
 // (non-temporal) stores; the machine's copy bandwidth is the better of the two. Compiled with
 // -fno-tree-loop-distribute-patterns so the ordinary loop stays a loop of loads and stores
 // instead of becoming a memcpy call.
+#include "timed_parallel.hpp"
+
 #include <ka/core/fingerprint.hpp>
 #include <ka/profiler/peak_probe.hpp>
 
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <thread>
-#include <vector>
 
 namespace ka::profiler {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 void copy_floats(const float* __restrict src, float* __restrict dst, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
@@ -41,30 +37,6 @@ struct AlignedFree {
   void operator()(float* p) const { std::free(p); }
 };
 
-// Runs fn(t) on `threads` threads released together; returns the wall seconds from release
-// to the last thread's end.
-template <typename Fn>
-double timed_parallel(int threads, const Fn& fn) {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> workers;
-  workers.reserve(static_cast<std::size_t>(threads));
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) {
-      }
-      fn(t);
-    });
-  }
-  while (ready.load() < threads) {
-  }
-  const auto t0 = Clock::now();
-  go.store(true, std::memory_order_release);
-  for (auto& w : workers) w.join();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 }  // namespace
 
 BandwidthMeasurement measure_copy_bandwidth(int threads, std::size_t array_bytes) {
@@ -80,7 +52,7 @@ BandwidthMeasurement measure_copy_bandwidth(int threads, std::size_t array_bytes
       static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))));
   if (!src || !dst) return {};
   // First touch by the thread that later copies the slice (pages faulted outside the timing).
-  timed_parallel(threads, [&](int t) {
+  detail::timed_parallel(threads, [&](int t) {
     const std::size_t b = per * static_cast<std::size_t>(t);
     std::fill(src.get() + b, src.get() + b + per, 1.0F);
     std::fill(dst.get() + b, dst.get() + b + per, 0.0F);
@@ -89,7 +61,7 @@ BandwidthMeasurement measure_copy_bandwidth(int threads, std::size_t array_bytes
   const auto best_of = [&](void (*copy)(const float*, float*, std::size_t)) {
     double best = 0.0;
     for (int trial = 0; trial < 5; ++trial) {
-      const double seconds = timed_parallel(threads, [&](int t) {
+      const double seconds = detail::timed_parallel(threads, [&](int t) {
         const std::size_t b = per * static_cast<std::size_t>(t);
         copy(src.get() + b, dst.get() + b, per);
       });

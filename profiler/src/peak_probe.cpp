@@ -1,4 +1,5 @@
 #include "fma_loop.hpp"
+#include "timed_parallel.hpp"
 
 #include <ka/core/fingerprint.hpp>
 #include <ka/profiler/peak_probe.hpp>
@@ -6,8 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
-#include <vector>
 
 namespace ka::profiler {
 namespace detail {
@@ -67,24 +66,9 @@ PeakMeasurement measure_fma_peak(int threads, std::chrono::milliseconds duration
 
   double best = 0.0;
   for (int trial = 0; trial < 3; ++trial) {
-    std::atomic<int> ready{0};
-    std::atomic<bool> go{false};
-    std::vector<std::thread> workers;
-    workers.reserve(static_cast<std::size_t>(threads));
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&] {
-        ready.fetch_add(1);
-        while (!go.load(std::memory_order_acquire)) {
-        }
-        g_sink.store(loop.fn(iterations), std::memory_order_relaxed);
-      });
-    }
-    while (ready.load() < threads) {
-    }
-    const auto t0 = Clock::now();
-    go.store(true, std::memory_order_release);
-    for (auto& w : workers) w.join();
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double seconds = detail::timed_parallel(threads, [&](int) {
+      g_sink.store(loop.fn(iterations), std::memory_order_relaxed);
+    });
     const double flop = loop.flop_per_iteration * static_cast<double>(iterations) * threads;
     best = std::max(best, flop / seconds / 1e9);
   }
