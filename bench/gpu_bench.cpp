@@ -10,6 +10,7 @@
 // Without a usable device it says why and exits 0. scripts/device-check.sh runs it.
 //   ka_gpu_bench [--quick]     (--quick: one GEMM shape and fewer repetitions)
 #include <ka/core/error.hpp>
+#include <ka/executor/cuda_executor.hpp>
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/kernels/tensor_view.hpp>
@@ -290,10 +291,8 @@ void cupti_vs_events(std::int64_t n) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("ka_gpu_bench: no usable CUDA device (%s); nothing measured\n",
-                cudaGetErrorString(cudaGetLastError()));
+  if (std::string why; !ka::executor::cuda_device_available(&why)) {
+    std::printf("ka_gpu_bench: no usable CUDA device (%s); nothing measured\n", why.c_str());
     return 0;
   }
   try {

@@ -1,21 +1,19 @@
 // Why a GPU test cannot run here: the one check every test in tests/device starts with.
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include <ka/executor/cuda_executor.hpp>
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 namespace ka::test {
 
-/// Why no CUDA device can be used, or "" when one can ("no device" from a driverless machine
-/// included: cudaGetDeviceCount's error name and text).
+/// Why no CUDA device can be used (executor::cuda_device_available's reason), or "" when one
+/// can.
 inline std::string no_cuda_device_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  if (count == 0) return "cudaGetDeviceCount found 0 devices";
-  return "";
+  std::string why;
+  return executor::cuda_device_available(&why) ? "" : why;
 }
 
 }  // namespace ka::test
