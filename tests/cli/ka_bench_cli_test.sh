@@ -7,9 +7,7 @@ ka_bench=$2
 sqlite3=$3
 fixtures=$4
 suite_fixtures=${5:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL [$case_name]: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null; echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
+source "$(dirname "$0")/cli_common.sh"
 # Quick timing settings: these tests check behaviour, not speed.
 quick=(--min-time 0.002 --repetitions 2 --threads 2)
 

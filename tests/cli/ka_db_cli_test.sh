@@ -8,9 +8,7 @@ ka_tune=$3
 sqlite3=$4
 source_dir=$5
 cxx=$6
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL [$case_name]: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null; echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
+source "$(dirname "$0")/cli_common.sh"
 # A small database with one recommendation per shape, quickly (behaviour, not speed).
 tune() { # DB SHAPES SEED
   "$ka_tune" --op aten::addmm --shapes "$2" --strategy random --budget 5 --seed "$3" \

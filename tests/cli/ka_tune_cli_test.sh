@@ -6,9 +6,7 @@ case_name=$1
 ka_tune=$2
 sqlite3=$3
 suite_fixtures=${4:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL [$case_name]: $*"; echo "--- stdout"; cat "$tmp/out" 2>/dev/null; echo "--- stderr"; cat "$tmp/err" 2>/dev/null; exit 1; }
+source "$(dirname "$0")/cli_common.sh"
 # Quick timing: these tests check behaviour, not speed.
 quick=(--config-budget 0.02 --finalists 2 -q)
 
