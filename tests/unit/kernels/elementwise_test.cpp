@@ -270,6 +270,35 @@ TEST(ElementwiseCpu, StreamingStoresMatchAten) {
   expect_close(zt, relu_want, "streamed relu_ on a transposed view");
 }
 
+// One op with a scalar operand (x * 0.5 from aten::mul.Scalar, 0.5 - x, x / a one-element
+// tensor broadcast) takes the single-op path in 4 KiB pieces, streamed or not: every order of
+// the operands, lengths around a piece and a block, matches ATen.
+TEST(ElementwiseCpu, ScalarOperandsMatchAtenStreamedOrNot) {
+  at::manual_seed(12);
+  for (const std::int64_t stream : {0, 1}) {
+    LaunchConfig cfg = config(4096, 2);
+    cfg.set("stream", stream);
+    for (const std::int64_t n : {3, 1023, 1025, 4096, 10007}) {
+      const std::string what = "n=" + std::to_string(n) + " stream=" + std::to_string(stream);
+      const at::Tensor x = at::randn({n});
+      at::Tensor out = at::empty({n});
+      EwProgram times_half;
+      times_half.set_result(times_half.binary(EwOp::kMul, times_half.input(0), times_half.scalar(0.5F)));
+      run(times_half, out, {x}, cfg);
+      expect_close(out, x * 0.5, "x * 0.5 " + what);
+      EwProgram half_minus;
+      half_minus.set_result(half_minus.binary(EwOp::kSub, half_minus.scalar(0.5F), half_minus.input(0)));
+      run(half_minus, out, {x}, cfg);
+      expect_close(out, 0.5 - x, "0.5 - x " + what);
+      const at::Tensor s = at::full({1}, 3.0F);
+      run(binary_program(EwOp::kDiv), out, {x, s}, cfg);
+      expect_close(out, x / s, "x / s[1] " + what);
+      run(binary_program(EwOp::kMax), out, {s, x}, cfg);
+      expect_close(out, at::maximum(s, x), "maximum(s[1], x) " + what);
+    }
+  }
+}
+
 TEST(ElementwiseCpu, DefaultStreamsOnlyOutputsBeyondTheLastLevelCache) {
   const KernelDescriptor& d = elementwise_f32_cpu_descriptor();
   const std::int64_t l3 = cpu_fingerprint().l3_bytes;
@@ -280,6 +309,8 @@ TEST(ElementwiseCpu, DefaultStreamsOnlyOutputsBeyondTheLastLevelCache) {
   EXPECT_EQ(d.default_config(key("aten::relu", llc / 4 * 2)).get_or("stream", -1), 1);
   EXPECT_EQ(d.default_config(key("aten::relu", llc / 4 / 2)).get_or("stream", -1), 0);
   EXPECT_EQ(d.default_config(key("aten::relu", 1000)).get_or("stream", -1), 0);
+  EXPECT_EQ(d.default_config(key("aten::mul.Scalar", llc / 4 * 2)).get_or("stream", -1), 1);
+  EXPECT_EQ(d.default_config(key("aten::add.Scalar", llc / 4 * 2)).get_or("stream", -1), 1);
   // Transcendental ops are bound by arithmetic, not memory: no streaming by default.
   EXPECT_EQ(d.default_config(key("aten::gelu", llc / 4 * 2)).get_or("stream", -1), 0);
 }
