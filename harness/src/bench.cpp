@@ -73,7 +73,11 @@ struct CaseState {
   std::vector<std::string> variants;
   std::vector<detail::VariantInfo> info;   // per variant; graphs' plans once checked
   double flop = 0.0;                       // per call; 0 when not counted
-  double copy_gbps = 0.0;                  // graph cases: copy bandwidth probed when first run
+  // Graph cases, Note [Paired copy probes]: ka's fused bandwidth over the copy bandwidth probed
+  // around each of its timing calls, and the probes' range.
+  std::vector<double> paired_copy;
+  double probe_low = 0.0;
+  double probe_high = 0.0;
   bool checked = false;                    // every ka variant was checked
   std::vector<Disposition> disposition;    // per variant, of the check
   std::vector<detail::CheckResult> check;  // per variant
@@ -106,6 +110,8 @@ struct Session {
   double peak_gflops = 0.0;
   int graph_threads = 1;  // threads ka's graph runs use (all cores)
   double first_copy_gbps = 0.0;  // the copy bandwidth probed at the start
+  std::unique_ptr<profiler::CopyProbe> probe;  // the current graph case's, Note [Paired copy probes]
+  std::size_t probe_request = 0;               // the array bytes it was made for
   std::map<std::string, Outcome> outcomes;  // by benchmark name
   bool db_failed = false;
   std::size_t rows_stored = 0;
@@ -162,9 +168,6 @@ void ensure_checked(Session& s, std::size_t i) {
   CaseState& cs = s.cases[i];
   if (cs.checked) return;
   cs.checked = true;
-  // The machine's memory bandwidth drifts with its neighbours' load: probe it again before
-  // each graph case (about 0.1 s); the summary quotes every case against the best probe.
-  if (cs.c.is_graph()) cs.copy_gbps = profiler::measure_copy_bandwidth(s.graph_threads).gbytes_per_s;
   for (std::size_t v = 0; v + 1 < cs.variants.size(); ++v) {
     try {
       detail::BenchCase& b = s.materialize(i);
@@ -183,6 +186,34 @@ void ensure_checked(Session& s, std::size_t i) {
 
 void skip_with(benchmark::State& state, Disposition d, const std::string& why) {
   state.SkipWithError((error_label(d) + ": " + why).c_str());
+}
+
+// Note [Paired copy probes]
+// This VM's copy bandwidth moves by up to 2x within a run (neighbours share the memory), so one
+// probe at the start says little about the moment a case ran. Each timing call of a graph
+// case's fused ka variant is bracketed by two copy probes (best of 2 ordinary and 2 streaming
+// copies each) over arrays as large as the case's data (half its input + output bytes each, so
+// a copy moves as many bytes as the op), and the call's bandwidth is quoted against their mean:
+// a paired ratio, like ka/libtorch. The summary gives the median of these ratios, and the
+// fused time against the best probe of the whole run beside it.
+
+// The copy probe of graph case i sized to its data, or nullptr when it has none (an op case,
+// a case whose bytes are unknown, or too little memory for the arrays).
+profiler::CopyProbe* paired_probe(Session& s, std::size_t i) {
+  const CaseState& cs = s.cases[i];
+  const double bytes = cs.info.empty() ? 0.0 : cs.info[0].min_bytes;
+  if (!cs.c.is_graph() || bytes <= 0.0) return nullptr;
+  const auto half = static_cast<std::size_t>(bytes / 2.0);
+  if (s.probe == nullptr || s.probe_request != half) {
+    s.probe.reset();
+    s.probe_request = half;
+    try {
+      s.probe = std::make_unique<profiler::CopyProbe>(s.graph_threads, half);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+  }
+  return s.probe.get();
 }
 
 // One benchmark: variant v of case i. A ka variant is timed only once its check passed (the
@@ -207,6 +238,9 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
     skip_with(state, Disposition::kFailed, e.what());
     return;
   }
+  profiler::CopyProbe* probe = v == 0 ? paired_probe(*s, i) : nullptr;
+  const double before = probe != nullptr ? probe->measure(2).gbytes_per_s : 0.0;
+  double seconds = 0.0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
     Status st = Status::ok();
@@ -221,8 +255,18 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
       skip_with(state, Disposition::kUnsupported, st.reason());
       break;
     }
-    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    const double dt = std::chrono::duration<double>(t1 - t0).count();
+    seconds += dt;
+    state.SetIterationTime(dt);
   }
+  if (probe == nullptr || state.error_occurred() || state.iterations() == 0) return;
+  const double after = probe->measure(2).gbytes_per_s;
+  const double gbps = cs.info[0].min_bytes / (seconds / static_cast<double>(state.iterations())) / 1e9;
+  cs.paired_copy.push_back(gbps / (0.5 * (before + after)));
+  const double low = std::min(before, after);
+  const double high = std::max(before, after);
+  cs.probe_low = cs.probe_low > 0.0 ? std::min(cs.probe_low, low) : low;
+  cs.probe_high = std::max(cs.probe_high, high);
 }
 
 db::ResultRow make_row(const Session& s, const std::string& name, const Outcome& o) {
@@ -424,17 +468,18 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
 }
 
 void print_graph_summary(const Session& s, std::FILE* out) {
-  // The machine's copy bandwidth is the best any probe of the run saw (the others were taken
-  // while neighbours used the memory), so %copy does not flatter a case timed in a busy moment.
+  // Each case's %copy is the median of its paired ratios (Note [Paired copy probes]); %best
+  // quotes the same time against the best probe of the whole run, which no case is flattered by.
   double copy_best = s.first_copy_gbps;
   double copy_worst = s.first_copy_gbps;
   for (const CaseState& cs : s.cases) {
-    if (cs.copy_gbps <= 0.0) continue;
-    copy_best = std::max(copy_best, cs.copy_gbps);
-    copy_worst = copy_worst > 0.0 ? std::min(copy_worst, cs.copy_gbps) : cs.copy_gbps;
+    if (cs.probe_high <= 0.0) continue;
+    copy_best = std::max(copy_best, cs.probe_high);
+    copy_worst = copy_worst > 0.0 ? std::min(copy_worst, cs.probe_low) : cs.probe_low;
   }
-  fmt::print(out, "{:<24} {:<22} | {:>10} {:>7} {:>6} | {:>10} | {:>11} | {:>8} | {:>8}\n", "case",
-             "graph", "ka ms", "GB/s", "%copy", "unfused ms", "libtorch ms", "fusion", "ka/lt");
+  fmt::print(out, "{:<24} {:<22} | {:>10} {:>7} {:>6} {:>6} | {:>10} | {:>11} | {:>8} | {:>8}\n",
+             "case", "graph", "ka ms", "GB/s", "%copy", "%best", "unfused ms", "libtorch ms",
+             "fusion", "ka/lt");
   double fusion_log = 0.0;
   double lt_log = 0.0;
   int fusion_n = 0;
@@ -448,11 +493,15 @@ void print_graph_summary(const Session& s, std::FILE* out) {
     if (fused == nullptr && unfused == nullptr && lt == nullptr) continue;
     const std::string speedup = ratio_cell(unfused, fused, fusion_log, fusion_n);
     const std::string ratio = ratio_cell(lt, fused, lt_log, lt_n);
-    std::string bandwidth = fmt::format("{:>7} {:>6}", "-", "-");
+    std::string bandwidth = fmt::format("{:>7} {:>6} {:>6}", "-", "-", "-");
     const double bytes = cs.info.empty() ? 0.0 : cs.info[0].min_bytes;
     if (timed(fused) && bytes > 0.0) {
       const double gbps = bytes / fused->summary.median;
-      bandwidth = fmt::format("{:>7.1f} {:>5.1f}%", gbps,
+      const std::string paired =
+          cs.paired_copy.empty()
+              ? std::string("-")
+              : fmt::format("{:.1f}%", profiler::summarize(cs.paired_copy).median * 100.0);
+      bandwidth = fmt::format("{:>7.1f} {:>6} {:>5.1f}%", gbps, paired,
                               copy_best > 0 ? gbps / copy_best * 100.0 : 0.0);
     }
     fmt::print(out, "{:<24} {:<22} | {} {} | {} | {} | {:>8} | {:>8}\n", cs.c.name, cs.c.graph,
@@ -460,11 +509,12 @@ void print_graph_summary(const Session& s, std::FILE* out) {
                ratio);
   }
   fmt::print(out,
-             "(ka ms = ka with fusion; GB/s = (input + output bytes) / ka time, %copy = that over "
-             "the best copy bandwidth probed in this run, {:.1f} GB/s (probes ranged {:.1f} to "
-             "{:.1f}); fusion = unfused time / fused time; ka/lt = libtorch time / ka fused time; "
-             "> 1 means faster)\n",
-             copy_best, copy_worst, copy_best);
+             "(ka ms = ka with fusion; GB/s = (input + output bytes) / ka time; %copy = median "
+             "over ka's timing calls of their GB/s over the copy bandwidth probed right before "
+             "and after each (probes ranged {:.1f} to {:.1f} GB/s); %best = GB/s over the best "
+             "probe of the run, {:.1f} GB/s; fusion = unfused time / fused time; ka/lt = "
+             "libtorch time / ka fused time; > 1 means faster)\n",
+             copy_worst, copy_best, copy_best);
   if (fusion_n > 0) {
     fmt::print(out, "geometric mean of the fusion speed-up over {} cases: {:.2f}x\n", fusion_n,
                std::exp(fusion_log / fusion_n));
@@ -844,8 +894,8 @@ int run_suite(const BenchOptions& options) {
   if (any_graph_case) {
     fmt::print(out, "copy bandwidth (measured now, STREAM copy of 2 x {} MiB on {} thread(s), "
                     "bytes read + written): {:.1f} GB/s, the better of ordinary stores {:.1f} "
-                    "and streaming stores {:.1f}; probed again before each graph case, as it "
-                    "drifts (the summary quotes the best)\n",
+                    "and streaming stores {:.1f}; it drifts, so it is probed again around every "
+                    "timing call of ka's fused variant\n",
                copy.array_bytes >> 20, copy.threads, copy.gbytes_per_s, copy.ordinary_gbps,
                copy.streaming_gbps);
   }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <new>
 
 namespace ka::profiler {
 namespace {
@@ -39,43 +40,67 @@ struct AlignedFree {
 
 }  // namespace
 
-BandwidthMeasurement measure_copy_bandwidth(int threads, std::size_t array_bytes) {
-  threads = std::max(1, threads);
-  // Slices of whole 64-byte lines, so the streaming loops need no edges.
-  const std::size_t per = std::max<std::size_t>(array_bytes / sizeof(float) /
-                                                    static_cast<std::size_t>(threads) / 16 * 16,
-                                                16);
-  const std::size_t n = per * static_cast<std::size_t>(threads);
-  const std::unique_ptr<float, AlignedFree> src(
-      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))));
-  const std::unique_ptr<float, AlignedFree> dst(
-      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))));
-  if (!src || !dst) return {};
-  // First touch by the thread that later copies the slice (pages faulted outside the timing).
-  detail::timed_parallel(threads, [&](int t) {
-    const std::size_t b = per * static_cast<std::size_t>(t);
-    std::fill(src.get() + b, src.get() + b + per, 1.0F);
-    std::fill(dst.get() + b, dst.get() + b + per, 0.0F);
-  });
-  const bool avx512 = cpu_isa_level() == "avx512";
-  const auto best_of = [&](void (*copy)(const float*, float*, std::size_t)) {
+struct CopyProbe::Impl {
+  int threads = 1;
+  std::size_t per = 0;  // floats per thread, a multiple of 16
+  std::unique_ptr<float, AlignedFree> src;
+  std::unique_ptr<float, AlignedFree> dst;
+
+  [[nodiscard]] std::size_t n() const { return per * static_cast<std::size_t>(threads); }
+
+  double best_gbps(void (*copy)(const float*, float*, std::size_t), int trials) const {
     double best = 0.0;
-    for (int trial = 0; trial < 5; ++trial) {
+    for (int trial = 0; trial < trials; ++trial) {
       const double seconds = detail::timed_parallel(threads, [&](int t) {
         const std::size_t b = per * static_cast<std::size_t>(t);
         copy(src.get() + b, dst.get() + b, per);
       });
-      best = std::max(best, 2.0 * static_cast<double>(n * sizeof(float)) / seconds / 1e9);
+      best = std::max(best, 2.0 * static_cast<double>(n() * sizeof(float)) / seconds / 1e9);
     }
     return best;
-  };
+  }
+};
+
+CopyProbe::CopyProbe(int threads, std::size_t array_bytes) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.threads = std::max(1, threads);
+  // Slices of whole 64-byte lines, so the streaming loops need no edges.
+  s.per = std::max<std::size_t>(
+      array_bytes / sizeof(float) / static_cast<std::size_t>(s.threads) / 16 * 16, 16);
+  s.src.reset(static_cast<float*>(std::aligned_alloc(64, s.n() * sizeof(float))));
+  s.dst.reset(static_cast<float*>(std::aligned_alloc(64, s.n() * sizeof(float))));
+  if (!s.src || !s.dst) throw std::bad_alloc();
+  // First touch by the thread that later copies the slice (pages faulted outside the timing).
+  detail::timed_parallel(s.threads, [&](int t) {
+    const std::size_t b = s.per * static_cast<std::size_t>(t);
+    std::fill(s.src.get() + b, s.src.get() + b + s.per, 1.0F);
+    std::fill(s.dst.get() + b, s.dst.get() + b + s.per, 0.0F);
+  });
+}
+
+CopyProbe::~CopyProbe() = default;
+
+std::size_t CopyProbe::array_bytes() const { return impl_->n() * sizeof(float); }
+
+BandwidthMeasurement CopyProbe::measure(int trials) {
+  const Impl& s = *impl_;
+  trials = std::max(1, trials);
   BandwidthMeasurement m;
-  m.threads = threads;
-  m.array_bytes = n * sizeof(float);
-  m.ordinary_gbps = best_of(copy_floats);
-  m.streaming_gbps = best_of(avx512 ? stream_floats_avx512 : stream_floats_sse);
+  m.threads = s.threads;
+  m.array_bytes = array_bytes();
+  m.ordinary_gbps = s.best_gbps(copy_floats, trials);
+  m.streaming_gbps =
+      s.best_gbps(cpu_isa_level() == "avx512" ? stream_floats_avx512 : stream_floats_sse, trials);
   m.gbytes_per_s = std::max(m.ordinary_gbps, m.streaming_gbps);
   return m;
+}
+
+BandwidthMeasurement measure_copy_bandwidth(int threads, std::size_t array_bytes) {
+  try {
+    return CopyProbe(threads, array_bytes).measure(5);
+  } catch (const std::bad_alloc&) {
+    return {};
+  }
 }
 
 }  // namespace ka::profiler

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace ka::profiler {
@@ -45,5 +46,28 @@ struct BandwidthMeasurement {
 /// bandwidth"): the better of the two, so kernels that stream their output are not flattered.
 BandwidthMeasurement measure_copy_bandwidth(int threads,
                                             std::size_t array_bytes = std::size_t{128} << 20);
+
+/// The copy probe with its arrays kept: allocated and first touched (by the thread that later
+/// copies each slice) once, then measured as often as needed, e.g. right before and after a
+/// kernel's timing so that the kernel is quoted against the bandwidth of that moment (this
+/// VM's bandwidth moves by 2x with its neighbours' load). Not thread-safe.
+class CopyProbe {
+ public:
+  /// Arrays of about `array_bytes` each (whole 64-byte lines per thread). Throws
+  /// std::bad_alloc when they cannot be allocated.
+  CopyProbe(int threads, std::size_t array_bytes);
+  ~CopyProbe();
+  CopyProbe(const CopyProbe&) = delete;
+  CopyProbe& operator=(const CopyProbe&) = delete;
+
+  /// Best of `trials` copies with ordinary stores and of `trials` with streaming stores.
+  BandwidthMeasurement measure(int trials = 5);
+
+  [[nodiscard]] std::size_t array_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ka::profiler

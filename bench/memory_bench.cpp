@@ -1,0 +1,225 @@
+// ka's memory-bound CPU kernels against the machine's copy bandwidth, measured in pairs: each
+// round probes the copy bandwidth (profiler::CopyProbe over arrays as large as the kernel's
+// data) right before and after timing the kernel, and the round's figure is the kernel's
+// bandwidth over the mean of the two probes. The median over rounds is what ka-bench's memory
+// suite quotes as %copy, without the runtime, the graph and the output allocation around the
+// kernel. A last column gives each kernel's cost on one thread with its data hot in L2 (ns per
+// element), which says whether a kernel is bound by its arithmetic or by memory.
+//
+//   ka_memory_bench [--threads N] [--rounds R] [--only NAME]
+//   (NAME: add, mul_scalar, relu, gelu_tanh, silu, softmax, layer_norm)
+#include <ka/core/launch_config.hpp>
+#include <ka/core/shape_key.hpp>
+#include <ka/kernels/cpu_launch.hpp>
+#include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/reduction.hpp>
+#include <ka/kernels/tensor_view.hpp>
+#include <ka/profiler/peak_probe.hpp>
+#include <ka/profiler/statistics.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ka::DType;
+using ka::kernels::TensorView;
+
+struct Floats {
+  explicit Floats(std::int64_t n)
+      : size(n), ptr(static_cast<float*>(std::aligned_alloc(
+                     64, static_cast<std::size_t>((n * 4 + 63) / 64 * 64)))) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> g(0.0F, 1.0F);
+    for (std::int64_t i = 0; i < n; ++i) ptr[i] = g(rng);
+  }
+  ~Floats() { std::free(ptr); }
+  Floats(const Floats&) = delete;
+  Floats& operator=(const Floats&) = delete;
+  std::int64_t size;
+  float* ptr;
+};
+
+TensorView view(const Floats& f, std::initializer_list<std::int64_t> sizes) {
+  return TensorView::contiguous(f.ptr, DType::kFloat32, ka::Device::cpu(), sizes);
+}
+
+// One kernel at one shape: its call (default config) and the bytes it must move.
+struct Kernel {
+  std::string name;
+  std::int64_t elements = 0;
+  double bytes = 0.0;
+  std::function<void()> call;
+};
+
+// The kernels of suites/memory.yaml, at `rows` x 4096 elements, on buffers owned by `keep`.
+std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<Floats>>& keep,
+                                 const std::string& only) {
+  const std::int64_t cols = 4096;
+  const std::int64_t n = rows * cols;
+  auto buffer = [&](std::int64_t count) -> Floats& {
+    keep.push_back(std::make_unique<Floats>(count));
+    return *keep.back();
+  };
+  std::vector<Kernel> out;
+  auto elementwise = [&](const char* name, const char* op, ka::kernels::EwProgram p, int inputs) {
+    if (!only.empty() && only != name) return;
+    auto args = std::make_shared<ka::kernels::ElementwiseArgs>();
+    args->out = view(buffer(n), {n});
+    std::vector<ka::TensorSpec> specs;
+    for (int i = 0; i < inputs; ++i) {
+      args->inputs[static_cast<std::size_t>(i)] = view(buffer(n), {n});
+      specs.push_back({DType::kFloat32, {n}, true});
+    }
+    args->program = p;
+    const ka::LaunchConfig config =
+        ka::kernels::elementwise_f32_cpu_descriptor().default_config(ka::ShapeKey(op, specs));
+    out.push_back({name, n, 4.0 * static_cast<double>(n * (inputs + 1)),
+                   [args, config] { (void)ka::kernels::elementwise_f32_cpu(*args, config); }});
+  };
+  using ka::kernels::EwOp;
+  using ka::kernels::EwProgram;
+  {
+    EwProgram p;
+    p.set_result(p.binary(EwOp::kAdd, p.input(0), p.input(1)));
+    elementwise("add", "aten::add.Tensor", p, 2);
+  }
+  {
+    EwProgram p;
+    p.set_result(p.binary(EwOp::kMul, p.input(0), p.scalar(0.5F)));
+    elementwise("mul_scalar", "aten::mul.Scalar", p, 1);
+  }
+  for (const auto& [name, op, code] :
+       {std::tuple{"relu", "aten::relu", EwOp::kRelu},
+        std::tuple{"gelu_tanh", "aten::gelu", EwOp::kGeluTanh},
+        std::tuple{"silu", "aten::silu", EwOp::kSilu}}) {
+    EwProgram p;
+    p.set_result(p.unary(code, p.input(0)));
+    elementwise(name, op, p, 1);
+  }
+  const ka::TensorSpec x_spec{DType::kFloat32, {rows, cols}, true};
+  if (only.empty() || only == "softmax") {
+    auto args = std::make_shared<ka::kernels::SoftmaxArgs>();
+    args->out = view(buffer(n), {rows, cols});
+    args->inputs[0] = view(buffer(n), {rows, cols});
+    args->prologue.set_result(args->prologue.input(0));
+    args->dim = 1;
+    const ka::LaunchConfig config = ka::kernels::softmax_f32_cpu_descriptor().default_config(
+        ka::ShapeKey("aten::_softmax", {x_spec}));
+    out.push_back({"softmax", n, 8.0 * static_cast<double>(n),
+                   [args, config] { (void)ka::kernels::softmax_f32_cpu(*args, config); }});
+  }
+  if (only.empty() || only == "layer_norm") {
+    auto args = std::make_shared<ka::kernels::LayerNormArgs>();
+    args->out = view(buffer(n), {rows, cols});
+    args->inputs[0] = view(buffer(n), {rows, cols});
+    args->prologue.set_result(args->prologue.input(0));
+    args->weight = view(buffer(cols), {cols});
+    args->bias = view(buffer(cols), {cols});
+    const ka::TensorSpec row_spec{DType::kFloat32, {cols}, true};
+    const ka::LaunchConfig config = ka::kernels::layer_norm_f32_cpu_descriptor().default_config(
+        ka::ShapeKey("aten::layer_norm", {x_spec, row_spec, row_spec}));
+    out.push_back({"layer_norm", n, 8.0 * static_cast<double>(n) + 8.0 * cols,
+                   [args, config] { (void)ka::kernels::layer_norm_f32_cpu(*args, config); }});
+  }
+  return out;
+}
+
+double seconds_of(const std::function<void()>& f, int calls) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = static_cast<int>(ka::kernels::cpu_thread_limit());
+  int rounds = 9;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::puts("usage: ka_memory_bench [--threads N] [--rounds R] [--only NAME]\n"
+                "ka's memory-bound CPU kernels (default configs) at 16M fp32 elements: each "
+                "round times the kernel\nbetween two copy-bandwidth probes; prints the median "
+                "over rounds of the kernel's bandwidth over\ntheir mean (%copy), and the "
+                "kernel's cost on one thread hot in cache (ns per element).\n"
+                "KA_MEMORY_BENCH_VERBOSE=1 prints every round.\n"
+                "NAME: add, mul_scalar, relu, gelu_tanh, silu, softmax, layer_norm");
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ka_memory_bench: %s needs a value (see --help)\n", a.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (a == "--threads") {
+      threads = std::max(1, std::atoi(v));
+    } else if (a == "--rounds") {
+      rounds = std::max(1, std::atoi(v));
+    } else if (a == "--only") {
+      only = v;
+    } else {
+      std::fprintf(stderr, "ka_memory_bench: unknown option %s (see --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  ka::kernels::set_cpu_thread_limit(threads);
+  std::vector<std::unique_ptr<Floats>> keep;
+  const std::vector<Kernel> big = make_kernels(4096, keep, only);
+  // The hot figure: 4 rows of 4096 (64 KiB per tensor, hot in L2 after the first call) on one
+  // thread (the default config runs a problem this small on the calling thread).
+  std::vector<std::unique_ptr<Floats>> keep_small;
+  ka::kernels::set_cpu_thread_limit(1);
+  const std::vector<Kernel> small = make_kernels(4, keep_small, only);
+  ka::kernels::set_cpu_thread_limit(threads);
+  if (big.empty()) {
+    std::fprintf(stderr, "ka_memory_bench: no kernel named '%s' (see --help)\n", only.c_str());
+    return 2;
+  }
+  std::printf("ka_memory_bench: %d thread(s), %d rounds; 16M fp32 elements per tensor\n", threads,
+              rounds);
+  std::printf("%-11s | %8s %7s %7s | %9s %9s | %s\n", "kernel", "ms", "GB/s", "%copy",
+              "probe lo", "probe hi", "hot, 1 thread: ns/elem");
+  for (std::size_t k = 0; k < big.size(); ++k) {
+    const Kernel& kern = big[k];
+    ka::profiler::CopyProbe probe(threads, static_cast<std::size_t>(kern.bytes / 2.0));
+    kern.call();  // first touch of the output, outside the timing
+    std::vector<double> ratios;
+    std::vector<double> times;
+    double lo = 1e30;
+    double hi = 0.0;
+    for (int r = 0; r < rounds; ++r) {
+      const double before = probe.measure(2).gbytes_per_s;
+      const double t = seconds_of(kern.call, 5);
+      const double after = probe.measure(2).gbytes_per_s;
+      ratios.push_back(kern.bytes / t / 1e9 / (0.5 * (before + after)));
+      if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
+        std::printf("  round %d: probe %.1f, kernel %.1f, probe %.1f GB/s\n", r, before,
+                    kern.bytes / t / 1e9, after);
+      }
+      times.push_back(t);
+      lo = std::min({lo, before, after});
+      hi = std::max({hi, before, after});
+    }
+    const double t = ka::profiler::summarize(times).median;
+    const Kernel& hot = small[k];
+    hot.call();
+    const double hot_ns = seconds_of(hot.call, 2000) * 1e9 / static_cast<double>(hot.elements);
+    std::printf("%-11s | %8.3f %7.1f %6.1f%% | %9.1f %9.1f | %.3f\n", kern.name.c_str(), t * 1e3,
+                kern.bytes / t / 1e9, ka::profiler::summarize(ratios).median * 100.0, lo, hi,
+                hot_ns);
+  }
+  std::puts("(ms and GB/s: median over rounds of the mean of 5 calls; %copy: median over rounds "
+            "of GB/s over the mean of the copy probes taken right before and after (best of 2 "
+            "ordinary and 2 streaming copies each); probe lo/hi: GB/s range of those probes)");
+  return 0;
+}
