@@ -6,12 +6,13 @@
 // kernel. A last column gives each kernel's cost on one thread with its data hot in L2 (ns per
 // element), which says whether a kernel is bound by its arithmetic or by memory.
 //
-//   ka_memory_bench [--threads N] [--rounds R] [--only NAME]
+//   ka_memory_bench [--threads N] [--rounds R] [--only NAME] [--set TUNABLE=VALUE ...]
 //   (NAME: add, mul_scalar, relu, gelu_tanh, silu, softmax, layer_norm)
 #include <ka/core/launch_config.hpp>
 #include <ka/core/shape_key.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/kernel_descriptor.hpp>
 #include <ka/kernels/reduction.hpp>
 #include <ka/kernels/tensor_view.hpp>
 #include <ka/profiler/peak_probe.hpp>
@@ -23,6 +24,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <tuple>
+#include <utility>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,6 +34,17 @@
 namespace {
 
 using ka::DType;
+
+// --set NAME=VALUE overrides, applied to every kernel's default config (tunables a kernel does
+// not have are refused by it: the kernel then reports the config error).
+std::vector<std::pair<std::string, std::int64_t>> g_overrides;
+
+ka::LaunchConfig with_overrides(const ka::kernels::KernelDescriptor& d, const ka::ShapeKey& key) {
+  ka::LaunchConfig point = d.default_config(key);
+  if (g_overrides.empty()) return point;
+  for (const auto& [name, value] : g_overrides) point.set(name, value);
+  return d.complete(key, point);
+}
 using ka::kernels::TensorView;
 
 struct Floats {
@@ -46,6 +61,13 @@ struct Floats {
   std::int64_t size;
   float* ptr;
 };
+
+// A refused config ends the program with the kernel's reason.
+void report(const ka::Status& st) {
+  if (st.is_ok()) return;
+  std::fprintf(stderr, "ka_memory_bench: config refused: %s\n", st.reason().c_str());
+  std::exit(2);
+}
 
 TensorView view(const Floats& f, std::initializer_list<std::int64_t> sizes) {
   return TensorView::contiguous(f.ptr, DType::kFloat32, ka::Device::cpu(), sizes);
@@ -80,9 +102,10 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     }
     args->program = p;
     const ka::LaunchConfig config =
-        ka::kernels::elementwise_f32_cpu_descriptor().default_config(ka::ShapeKey(op, specs));
-    out.push_back({name, n, 4.0 * static_cast<double>(n * (inputs + 1)),
-                   [args, config] { (void)ka::kernels::elementwise_f32_cpu(*args, config); }});
+        with_overrides(ka::kernels::elementwise_f32_cpu_descriptor(), ka::ShapeKey(op, specs));
+    out.push_back({name, n, 4.0 * static_cast<double>(n * (inputs + 1)), [args, config] {
+                     report(ka::kernels::elementwise_f32_cpu(*args, config));
+                   }});
   };
   using ka::kernels::EwOp;
   using ka::kernels::EwProgram;
@@ -111,10 +134,10 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     args->inputs[0] = view(buffer(n), {rows, cols});
     args->prologue.set_result(args->prologue.input(0));
     args->dim = 1;
-    const ka::LaunchConfig config = ka::kernels::softmax_f32_cpu_descriptor().default_config(
-        ka::ShapeKey("aten::_softmax", {x_spec}));
+    const ka::LaunchConfig config = with_overrides(ka::kernels::softmax_f32_cpu_descriptor(),
+                                                   ka::ShapeKey("aten::_softmax", {x_spec}));
     out.push_back({"softmax", n, 8.0 * static_cast<double>(n),
-                   [args, config] { (void)ka::kernels::softmax_f32_cpu(*args, config); }});
+                   [args, config] { report(ka::kernels::softmax_f32_cpu(*args, config)); }});
   }
   if (only.empty() || only == "layer_norm") {
     auto args = std::make_shared<ka::kernels::LayerNormArgs>();
@@ -124,10 +147,11 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     args->weight = view(buffer(cols), {cols});
     args->bias = view(buffer(cols), {cols});
     const ka::TensorSpec row_spec{DType::kFloat32, {cols}, true};
-    const ka::LaunchConfig config = ka::kernels::layer_norm_f32_cpu_descriptor().default_config(
-        ka::ShapeKey("aten::layer_norm", {x_spec, row_spec, row_spec}));
+    const ka::LaunchConfig config =
+        with_overrides(ka::kernels::layer_norm_f32_cpu_descriptor(),
+                       ka::ShapeKey("aten::layer_norm", {x_spec, row_spec, row_spec}));
     out.push_back({"layer_norm", n, 8.0 * static_cast<double>(n) + 8.0 * cols,
-                   [args, config] { (void)ka::kernels::layer_norm_f32_cpu(*args, config); }});
+                   [args, config] { report(ka::kernels::layer_norm_f32_cpu(*args, config)); }});
   }
   return out;
 }
@@ -147,13 +171,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: ka_memory_bench [--threads N] [--rounds R] [--only NAME]\n"
+      std::puts("usage: ka_memory_bench [--threads N] [--rounds R] [--only NAME] "
+                "[--set TUNABLE=VALUE ...]\n"
                 "ka's memory-bound CPU kernels (default configs) at 16M fp32 elements: each "
                 "round times the kernel\nbetween two copy-bandwidth probes; prints the median "
                 "over rounds of the kernel's bandwidth over\ntheir mean (%copy), and the "
                 "kernel's cost on one thread hot in cache (ns per element).\n"
                 "KA_MEMORY_BENCH_VERBOSE=1 prints every round.\n"
-                "NAME: add, mul_scalar, relu, gelu_tanh, silu, softmax, layer_norm");
+                "NAME: add, mul_scalar, relu, gelu_tanh, silu, softmax, layer_norm\n"
+                "--set overrides a tunable of the default configs (e.g. stream=1, "
+                "rows_per_block=16).");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -167,6 +194,13 @@ int main(int argc, char** argv) {
       rounds = std::max(1, std::atoi(v));
     } else if (a == "--only") {
       only = v;
+    } else if (a == "--set") {
+      const char* eq = std::strchr(v, '=');
+      if (eq == nullptr) {
+        std::fprintf(stderr, "ka_memory_bench: --set %s: expected NAME=VALUE\n", v);
+        return 2;
+      }
+      g_overrides.emplace_back(std::string(v, eq), std::atoll(eq + 1));
     } else {
       std::fprintf(stderr, "ka_memory_bench: unknown option %s (see --help)\n", a.c_str());
       return 2;

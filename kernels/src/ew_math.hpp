@@ -127,6 +127,17 @@ bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, s
 float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
                              std::int64_t n);
 void stream_store_avx512(float* __restrict dst, const float* __restrict src, std::int64_t n);
+/// layer_norm of one contiguous row of n floats (Note [AVX-512 row kernels]): out = (x − mean)
+/// · rstd · w + b, w and b optional (null); out may be x. `stream`: out is written with
+/// streaming stores (call stream_fence() before handing it to another thread).
+void layer_norm_row_avx512(const float* x, const float* w, const float* b, float* out,
+                           std::int64_t n, float eps, bool stream, const float* next);
+/// softmax of one contiguous row of n floats; out may be x. With a `buffer` of n floats the
+/// exponentials go there and out is written with streaming stores; without, out holds them
+/// and is scaled in place. Both prefetch `next` (the next row's x, or null) while they write
+/// out, so its first pass does not wait for memory.
+void softmax_row_avx512(const float* x, float* out, std::int64_t n, float* buffer,
+                        const float* next);
 
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);

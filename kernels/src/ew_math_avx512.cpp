@@ -11,6 +11,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace ka::kernels::detail {
@@ -127,6 +128,157 @@ float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __re
     acc0 = _mm512_add_ps(acc0, _mm512_maskz_mov_ps(m, v));
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+namespace {
+
+// Row sums accumulate in float over blocks of this many elements (4 vector accumulators, so
+// each lane adds n/64 values) and in double across blocks: the row kernels' results then match
+// ATen's to ~1e-6 for any row length, at the speed of a float loop.
+constexpr std::int64_t kSumBlock = 2048;
+
+inline __mmask16 tail_mask(std::int64_t left) {
+  return static_cast<__mmask16>((1U << (left < 16 ? left : 16)) - 1U);
+}
+
+// Sum of f(x[i]) over [0, n), f applied to vectors (zeros past n are never passed to f: masked
+// lanes are dropped from the sum).
+template <class F>
+double row_sum(const float* x, std::int64_t n, F f) {
+  double total = 0.0;
+  for (std::int64_t b = 0; b < n; b += kSumBlock) {
+    const std::int64_t e = b + kSumBlock < n ? b + kSumBlock : n;
+    __m512 a0 = _mm512_setzero_ps();
+    __m512 a1 = _mm512_setzero_ps();
+    __m512 a2 = _mm512_setzero_ps();
+    __m512 a3 = _mm512_setzero_ps();
+    std::int64_t i = b;
+    for (; i + 64 <= e; i += 64) {
+      a0 = _mm512_add_ps(a0, f(_mm512_loadu_ps(x + i)));
+      a1 = _mm512_add_ps(a1, f(_mm512_loadu_ps(x + i + 16)));
+      a2 = _mm512_add_ps(a2, f(_mm512_loadu_ps(x + i + 32)));
+      a3 = _mm512_add_ps(a3, f(_mm512_loadu_ps(x + i + 48)));
+    }
+    for (; i < e; i += 16) {
+      const __mmask16 m = tail_mask(e - i);
+      a0 = _mm512_mask_add_ps(a0, m, a0, f(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+    total += static_cast<double>(
+        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))));
+  }
+  return total;
+}
+
+// Stores v at d (64-byte aligned when `stream`) with a streaming or an ordinary store.
+inline void store16(float* d, __m512 v, bool stream) {
+  if (stream) {
+    _mm512_stream_ps(d, v);
+  } else {
+    _mm512_storeu_ps(d, v);
+  }
+}
+
+// d[i] = f(i, x-vector at i) for i in [0, n): streamed through 64-byte stores when `stream`
+// (ordinary stores up to d's first 64-byte boundary and for the tail), else ordinary stores.
+// f reads its own operands at i; d may be x itself (each vector is loaded before it is stored).
+template <class F>
+void row_map(float* d, std::int64_t n, bool stream, F f) {
+  std::int64_t i = 0;
+  if (stream) {
+    const auto mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(d) & 63U) / 4U);
+    const std::int64_t head = mis == 0 ? 0 : (16 - mis < n ? 16 - mis : n);
+    if (head > 0) {
+      const __mmask16 m = tail_mask(head);
+      _mm512_mask_storeu_ps(d, m, f(std::int64_t{0}, m));
+      i = head;
+    }
+  }
+  for (; i + 16 <= n; i += 16) store16(d + i, f(i, static_cast<__mmask16>(0xFFFF)), stream);
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(d + i, m, f(i, m));
+  }
+}
+
+}  // namespace
+
+void layer_norm_row_avx512(const float* x, const float* w, const float* b, float* out,
+                           std::int64_t n, float eps, bool stream, const float* next) {
+  const double mean_d = row_sum(x, n, [](__m512 v) { return v; }) / static_cast<double>(n);
+  const auto mean = static_cast<float>(mean_d);
+  const __m512 mv = _mm512_set1_ps(mean);
+  const double sq = row_sum(x, n, [mv](__m512 v) {
+    const __m512 c = _mm512_sub_ps(v, mv);
+    return _mm512_mul_ps(c, c);
+  });
+  const __m512 rv = _mm512_set1_ps(
+      static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + static_cast<double>(eps))));
+  const __m512 one = _mm512_set1_ps(1.0F);
+  const __m512 zero = _mm512_setzero_ps();
+  row_map(out, n, stream, [&](std::int64_t i, __mmask16 m) {
+    if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T0);
+    const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv), rv);
+    const __m512 wv = w != nullptr ? _mm512_maskz_loadu_ps(m, w + i) : one;
+    const __m512 bv = b != nullptr ? _mm512_maskz_loadu_ps(m, b + i) : zero;
+    return _mm512_fmadd_ps(c, wv, bv);
+  });
+}
+
+void softmax_row_avx512(const float* x, float* out, std::int64_t n, float* buffer,
+                        const float* next) {
+  // Pass 1: the max (NaN skipped: max_ps returns its second operand, the accumulator, when the
+  // first is NaN; a NaN still reaches the sum through its exp, so the row is NaN as in ATen).
+  __m512 m0 = _mm512_set1_ps(-HUGE_VALF);
+  __m512 m1 = m0;
+  __m512 m2 = m0;
+  __m512 m3 = m0;
+  std::int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+    m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+    m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+    m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = tail_mask(n - i);
+    m0 = _mm512_mask_max_ps(m0, k, _mm512_maskz_loadu_ps(k, x + i), m0);
+  }
+  const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+  // Pass 2: e = exp(x − max) into the buffer (streamed rows) or out, summed. An all −inf row
+  // gives exp(NaN) = NaN everywhere, as ATen.
+  float* e = buffer != nullptr ? buffer : out;
+  const __m512 s = _mm512_set1_ps(mx);
+  double sum = 0.0;
+  for (std::int64_t b = 0; b < n; b += kSumBlock) {
+    const std::int64_t end = b + kSumBlock < n ? b + kSumBlock : n;
+    __m512 a0 = _mm512_setzero_ps();
+    __m512 a1 = _mm512_setzero_ps();
+    std::int64_t j = b;
+    for (; j + 32 <= end; j += 32) {
+      if (next != nullptr) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + j), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(next + j + 16), _MM_HINT_T0);
+      }
+      const __m512 v0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), s));
+      const __m512 v1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), s));
+      _mm512_storeu_ps(e + j, v0);
+      _mm512_storeu_ps(e + j + 16, v1);
+      a0 = _mm512_add_ps(a0, v0);
+      a1 = _mm512_add_ps(a1, v1);
+    }
+    for (; j < end; j += 16) {
+      const __mmask16 k = tail_mask(end - j);
+      const __m512 v = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), s));
+      _mm512_mask_storeu_ps(e + j, k, v);
+      a0 = _mm512_mask_add_ps(a0, k, a0, v);
+    }
+    sum += static_cast<double>(_mm512_reduce_add_ps(_mm512_add_ps(a0, a1)));
+  }
+  // Pass 3: scale by 1/sum, in place or streamed out of the buffer.
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
+  row_map(out, n, buffer != nullptr, [&](std::int64_t j, __mmask16 k) {
+    return _mm512_mul_ps(_mm512_maskz_loadu_ps(k, e + j), inv);
+  });
 }
 
 }  // namespace ka::kernels::detail

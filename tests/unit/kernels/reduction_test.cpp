@@ -102,6 +102,45 @@ TEST(SoftmaxCpu, EveryIsaPathMatchesAten) {
   }
 }
 
+// Rows around the AVX-512 row kernel's edges (a vector, 64 elements, its 2048-element sum
+// blocks), streamed into an out whose rows start off a 64-byte line, and in place (out is x):
+// every ISA path matches ATen and writes nothing outside out. A NaN poisons its row only.
+TEST(SoftmaxCpu, RowEdgesStreamingAndInPlaceOnEveryIsaPath) {
+  at::manual_seed(13);
+  for (const std::string& isa : test::runnable_isas()) {
+    const test::IsaGuard guard(isa);
+    for (const std::int64_t n : {1, 15, 17, 64, 65, 2049, 4100}) {
+      const at::Tensor x = at::randn({3, n}) * 4;
+      const at::Tensor want = at::softmax(x, 1);
+      for (const std::int64_t stream : {0, 1}) {
+        const std::string what = isa + " n=" + std::to_string(n) + " stream=" + std::to_string(stream);
+        at::Tensor base = at::full({3 * n + 8}, NAN);
+        at::Tensor out = base.slice(0, 3, 3 + 3 * n).view({3, n});  // 12 bytes past a line
+        SoftmaxArgs args;
+        args.out = view_of(out);
+        args.inputs[0] = view_of(x);
+        args.prologue = identity();
+        args.dim = 1;
+        ASSERT_TRUE(softmax_f32_cpu(args, config(2, 2, stream)).is_ok());
+        expect_close(out, want, 1e-5, 1e-7, what);
+        EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before out";
+        EXPECT_TRUE(base.slice(0, 3 + 3 * n).isnan().all().item<bool>()) << what << ": wrote after";
+        at::Tensor inplace = x.clone();
+        args.out = view_of(inplace);
+        args.inputs[0] = args.out;
+        ASSERT_TRUE(softmax_f32_cpu(args, config(1, 2, stream)).is_ok());
+        expect_close(inplace, want, 1e-5, 1e-7, what + " in place");
+      }
+    }
+    at::Tensor with_nan = at::randn({3, 100});
+    with_nan[1][37] = NAN;
+    const at::Tensor got = run_softmax(with_nan, 1, config(1, 1));
+    EXPECT_TRUE(got[1].isnan().all().item<bool>()) << isa;
+    EXPECT_FALSE(got[0].isnan().any().item<bool>()) << isa;
+    EXPECT_FALSE(got[2].isnan().any().item<bool>()) << isa;
+  }
+}
+
 TEST(SoftmaxCpu, ScaleAndMaskPrologue) {
   at::manual_seed(2);
   const at::Tensor x = at::randn({2, 4, 33, 257});
@@ -178,6 +217,52 @@ TEST(LayerNormCpu, WithAndWithoutAffine) {
                  at::layer_norm(x, norm, {}, {}, 1e-5), 1e-5, 1e-5, what + " plain");
     expect_close(run_layer_norm(x, k, w, at::Tensor(), config(2, 2)),
                  at::layer_norm(x, norm, w, {}, 1e-5), 1e-5, 1e-5, what + " weight only");
+  }
+}
+
+// As SoftmaxCpu.RowEdgesStreamingAndInPlaceOnEveryIsaPath, for layer_norm with and without
+// weight and bias, and rows far from zero mean (x + 1000: the variance pass must not cancel).
+TEST(LayerNormCpu, RowEdgesStreamingAndInPlaceOnEveryIsaPath) {
+  at::manual_seed(14);
+  for (const std::string& isa : test::runnable_isas()) {
+    const test::IsaGuard guard(isa);
+    for (const std::int64_t n : {1, 15, 17, 64, 65, 2049, 4100}) {
+      const at::Tensor x = at::randn({3, n}) * 2 + 1000;
+      const at::Tensor w = at::randn({n});
+      const at::Tensor b = at::randn({n});
+      for (const std::int64_t stream : {0, 1}) {
+        for (const bool affine : {false, true}) {
+          const std::string what = isa + " n=" + std::to_string(n) + " stream=" +
+                                   std::to_string(stream) + (affine ? " affine" : " plain");
+          // One element is its own mean: the result is b (or 0) exactly. (ATen returns its
+          // float rounding of the mean of ~1000 magnified by rstd = 316 there, up to 0.02.)
+          const at::Tensor want =
+              n == 1 ? (affine ? b.expand({3, 1}).contiguous() : at::zeros({3, 1}))
+              : affine ? at::layer_norm(x, {n}, w, b, 1e-5)
+                       : at::layer_norm(x, {n}, {}, {}, 1e-5);
+          at::Tensor base = at::full({3 * n + 8}, NAN);
+          at::Tensor out = base.slice(0, 3, 3 + 3 * n).view({3, n});
+          LayerNormArgs args;
+          args.out = view_of(out);
+          args.inputs[0] = view_of(x);
+          args.prologue = identity();
+          if (affine) {
+            args.weight = view_of(w);
+            args.bias = view_of(b);
+          }
+          ASSERT_TRUE(layer_norm_f32_cpu(args, config(2, 2, stream)).is_ok());
+          // x ~ 1000 ± 2: float rounds x itself by 6e-5, which the normalization magnifies.
+          expect_close(out, want, 1e-4, 2e-4, what);
+          EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before";
+          EXPECT_TRUE(base.slice(0, 3 + 3 * n).isnan().all().item<bool>()) << what << ": wrote after";
+          at::Tensor inplace = x.clone();
+          args.out = view_of(inplace);
+          args.inputs[0] = args.out;
+          ASSERT_TRUE(layer_norm_f32_cpu(args, config(1, 2, stream)).is_ok());
+          expect_close(inplace, want, 1e-4, 2e-4, what + " in place");
+        }
+      }
+    }
   }
 }
 
