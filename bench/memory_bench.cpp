@@ -7,7 +7,7 @@
 // element), which says whether a kernel is bound by its arithmetic or by memory.
 //
 //   ka_memory_bench [--threads N] [--rounds R] [--only NAME] [--set TUNABLE=VALUE ...]
-//   (NAME: add, mul_scalar, relu, gelu_tanh, silu, softmax, layer_norm)
+//   (NAME: add, mul_scalar, relu, gelu_tanh, silu, bias_gelu_residual, softmax, layer_norm)
 #include <ka/core/launch_config.hpp>
 #include <ka/core/shape_key.hpp>
 #include <ka/kernels/cpu_launch.hpp>
@@ -128,6 +128,25 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     elementwise(name, op, p, 1);
   }
   const ka::TensorSpec x_spec{DType::kFloat32, {rows, cols}, true};
+  if (only.empty() || only == "bias_gelu_residual") {
+    // gelu_tanh(x + b) + res, b a row broadcast over the rows: the fused chain's kernel.
+    auto args = std::make_shared<ka::kernels::ElementwiseArgs>();
+    args->out = view(buffer(n), {rows, cols});
+    args->inputs[0] = view(buffer(n), {rows, cols});
+    args->inputs[1] = ka::kernels::broadcast_view(view(buffer(cols), {cols}),
+                                                  args->out.sizes.data(), 2);
+    args->inputs[2] = view(buffer(n), {rows, cols});
+    EwProgram& p = args->program;
+    p.set_result(p.binary(EwOp::kAdd,
+                          p.unary(EwOp::kGeluTanh, p.binary(EwOp::kAdd, p.input(0), p.input(1))),
+                          p.input(2)));
+    const ka::TensorSpec row_spec{DType::kFloat32, {cols}, true};
+    const ka::LaunchConfig config = with_overrides(
+        ka::kernels::elementwise_f32_cpu_descriptor(),
+        ka::ShapeKey("fused::ew_chain", {x_spec, row_spec, x_spec}));
+    out.push_back({"bias_gelu_residual", n, 4.0 * static_cast<double>(3 * n + cols),
+                   [args, config] { report(ka::kernels::elementwise_f32_cpu(*args, config)); }});
+  }
   if (only.empty() || only == "softmax") {
     auto args = std::make_shared<ka::kernels::SoftmaxArgs>();
     args->out = view(buffer(n), {rows, cols});
@@ -178,7 +197,8 @@ int main(int argc, char** argv) {
                 "over rounds of the kernel's bandwidth over\ntheir mean (%copy), and the "
                 "kernel's cost on one thread hot in cache (ns per element).\n"
                 "KA_MEMORY_BENCH_VERBOSE=1 prints every round.\n"
-                "NAME: add, mul_scalar, relu, gelu_tanh, silu, softmax, layer_norm\n"
+                "NAME: add, mul_scalar, relu, gelu_tanh, silu, bias_gelu_residual, softmax, "
+                "layer_norm\n"
                 "--set overrides a tunable of the default configs (e.g. stream=1, "
                 "rows_per_block=16).");
       return 0;

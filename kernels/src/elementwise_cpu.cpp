@@ -375,6 +375,24 @@ void move_strided(const Layout& l, int t, float* base, std::int64_t e, std::int6
   }
 }
 
+// The elements [e, e + len) of tensor t read in place when they are one unit-stride run of
+// its innermost collapsed dim (a bias broadcast over rows: each chunk within a row is the
+// bias itself); null when they are not, and the caller gathers them.
+const float* unit_stride_run(const Layout& l, int t, const float* base, std::int64_t e,
+                             std::int64_t len) {
+  const int inner = l.ndim - 1;
+  if (inner < 0 || l.strides[t][inner] != 1 || e % l.sizes[inner] + len > l.sizes[inner]) {
+    return nullptr;
+  }
+  std::int64_t off = 0;
+  std::int64_t rest = e;
+  for (int d = inner; d >= 0; --d) {
+    off += rest % l.sizes[d] * l.strides[t][d];
+    rest /= l.sizes[d];
+  }
+  return base + off;
+}
+
 // Elements of a block below which it is evaluated one element at a time (no chunk buffers).
 constexpr std::int64_t kScalarElems = 8;
 
@@ -548,8 +566,12 @@ void run_block(const EwJob& job, std::int64_t block) {
         if (acc == Access::kLinear) {
           rp[c.dst] = a.inputs[c.a].data_as<const float>() + e;
         } else if (acc == Access::kGather) {
-          move_strided(layout, c.a + 1, a.inputs[c.a].data_as<float>(), e, len, dst, false);
-          rp[c.dst] = dst;
+          const float* in = a.inputs[c.a].data_as<const float>();
+          rp[c.dst] = unit_stride_run(layout, c.a + 1, in, e, len);
+          if (rp[c.dst] == nullptr) {
+            move_strided(layout, c.a + 1, const_cast<float*>(in), e, len, dst, false);
+            rp[c.dst] = dst;
+          }
         }
         continue;
       }

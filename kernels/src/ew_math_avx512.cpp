@@ -47,7 +47,8 @@ inline __m512 exp16(__m512 x) {
 
 // num / (1 + e^arg): sigmoid (num = 1, arg = −x), silu (num = x) and gelu's tanh form.
 // (No vector constants at namespace scope: their initializers would run AVX-512 instructions
-// when the program loads, on any CPU.)
+// when the program loads, on any CPU.) vrcp14ps and a Newton step instead of the division
+// measured slower on Zen 4 (gelu_tanh 0.39 -> 0.43 ns per element in L1).
 inline __m512 over_one_plus_exp(__m512 num, __m512 arg) {
   return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0F), exp16(arg)));
 }
@@ -106,13 +107,19 @@ void stream_store_avx512(float* __restrict dst, const float* __restrict src, std
   for (; i < n; ++i) dst[i] = src[i];
 }
 
-float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
-                             std::int64_t n) {
-  const __m512 s = _mm512_set1_ps(shift);
+namespace {
+
+// d[i] = e^(x[i] − s) for i in [0, n) (d may be x: each vector is loaded before it is stored),
+// returned summed (two vector accumulators); prefetches next[0..n) along the way where given.
+float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, const float* next) {
   __m512 acc0 = _mm512_setzero_ps();
   __m512 acc1 = _mm512_setzero_ps();
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    if (next != nullptr) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next + i + 16), _MM_HINT_T0);
+    }
     const __m512 v0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
     const __m512 v1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
     _mm512_storeu_ps(d + i, v0);
@@ -125,9 +132,16 @@ float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __re
     const auto m = static_cast<__mmask16>((1U << left) - 1U);
     const __m512 v = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
     _mm512_mask_storeu_ps(d + i, m, v);
-    acc0 = _mm512_add_ps(acc0, _mm512_maskz_mov_ps(m, v));
+    acc0 = _mm512_mask_add_ps(acc0, m, acc0, v);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+}  // namespace
+
+float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
+                             std::int64_t n) {
+  return exp_store_sum(x, _mm512_set1_ps(shift), d, n, nullptr);
 }
 
 namespace {
@@ -250,29 +264,9 @@ void softmax_row_avx512(const float* x, float* out, std::int64_t n, float* buffe
   const __m512 s = _mm512_set1_ps(mx);
   double sum = 0.0;
   for (std::int64_t b = 0; b < n; b += kSumBlock) {
-    const std::int64_t end = b + kSumBlock < n ? b + kSumBlock : n;
-    __m512 a0 = _mm512_setzero_ps();
-    __m512 a1 = _mm512_setzero_ps();
-    std::int64_t j = b;
-    for (; j + 32 <= end; j += 32) {
-      if (next != nullptr) {
-        _mm_prefetch(reinterpret_cast<const char*>(next + j), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(next + j + 16), _MM_HINT_T0);
-      }
-      const __m512 v0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), s));
-      const __m512 v1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), s));
-      _mm512_storeu_ps(e + j, v0);
-      _mm512_storeu_ps(e + j + 16, v1);
-      a0 = _mm512_add_ps(a0, v0);
-      a1 = _mm512_add_ps(a1, v1);
-    }
-    for (; j < end; j += 16) {
-      const __mmask16 k = tail_mask(end - j);
-      const __m512 v = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), s));
-      _mm512_mask_storeu_ps(e + j, k, v);
-      a0 = _mm512_mask_add_ps(a0, k, a0, v);
-    }
-    sum += static_cast<double>(_mm512_reduce_add_ps(_mm512_add_ps(a0, a1)));
+    const std::int64_t len = b + kSumBlock < n ? kSumBlock : n - b;
+    sum += static_cast<double>(
+        exp_store_sum(x + b, s, e + b, len, next != nullptr ? next + b : nullptr));
   }
   // Pass 3: scale by 1/sum, in place or streamed out of the buffer.
   const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));

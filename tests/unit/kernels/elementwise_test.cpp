@@ -181,6 +181,22 @@ TEST(ElementwiseCpu, Broadcasting) {
   at::Tensor out0 = at::empty({});
   run(binary_program(EwOp::kAdd), out0, {a, b});
   expect_close(out0, a + b, "0-d");
+  // Rows longer than a chunk: chunks inside a row read the broadcast row in place, chunks
+  // across two rows gather it; a 3-D operand broadcast along the middle dim, in a chain.
+  const at::Tensor wide = at::randn({7, 1000});
+  const at::Tensor row = at::randn({1000});
+  at::Tensor out_wide = at::empty_like(wide);
+  run(binary_program(EwOp::kAdd), out_wide, {wide, row});
+  expect_close(out_wide, wide + row, "rows of 1000 + a row");
+  const at::Tensor cube = at::randn({3, 5, 700});
+  const at::Tensor plane = at::randn({3, 1, 700});
+  EwProgram chain;  // gelu_tanh(x + b) * 2
+  chain.set_result(chain.binary(
+      EwOp::kMul, chain.unary(EwOp::kGeluTanh, chain.binary(EwOp::kAdd, chain.input(0), chain.input(1))),
+      chain.scalar(2.0F)));
+  at::Tensor out_cube = at::empty_like(cube);
+  run(chain, out_cube, {cube, plane});
+  expect_close(out_cube, at::gelu(cube + plane, "tanh") * 2, "3-d, broadcast along dim 1");
   // Column broadcast into a 3-D output.
   const at::Tensor z = at::randn({4, 5, 67});
   const at::Tensor col = at::randn({4, 5, 1});

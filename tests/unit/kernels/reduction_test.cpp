@@ -102,6 +102,27 @@ TEST(SoftmaxCpu, EveryIsaPathMatchesAten) {
   }
 }
 
+// Runs a row kernel (args already set but for out and inputs[0] = x) twice: into an out that
+// starts 12 bytes past a 64-byte line (a streamed row's head goes through ordinary stores)
+// between NaN guards that must stay untouched, and in place (out is x); both match `want`.
+template <class Args, class Kernel>
+void expect_row_kernel(Args args, Kernel kernel, const at::Tensor& x, const at::Tensor& want,
+                       std::int64_t stream, double rtol, double atol, const std::string& what) {
+  const at::Tensor base = at::full({x.numel() + 8}, NAN);
+  const at::Tensor out = base.slice(0, 3, 3 + x.numel()).view(x.sizes());
+  args.out = view_of(out);
+  args.inputs[0] = view_of(x);
+  ASSERT_TRUE(kernel(args, config(2, 2, stream)).is_ok()) << what;
+  expect_close(out, want, rtol, atol, what);
+  EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before out";
+  EXPECT_TRUE(base.slice(0, 3 + x.numel()).isnan().all().item<bool>()) << what << ": wrote after";
+  const at::Tensor inplace = x.clone();
+  args.out = view_of(inplace);
+  args.inputs[0] = args.out;
+  ASSERT_TRUE(kernel(args, config(1, 2, stream)).is_ok()) << what;
+  expect_close(inplace, want, rtol, atol, what + " in place");
+}
+
 // Rows around the AVX-512 row kernel's edges (a vector, 64 elements, its 2048-element sum
 // blocks), streamed into an out whose rows start off a 64-byte line, and in place (out is x):
 // every ISA path matches ATen and writes nothing outside out. A NaN poisons its row only.
@@ -114,22 +135,10 @@ TEST(SoftmaxCpu, RowEdgesStreamingAndInPlaceOnEveryIsaPath) {
       const at::Tensor want = at::softmax(x, 1);
       for (const std::int64_t stream : {0, 1}) {
         const std::string what = isa + " n=" + std::to_string(n) + " stream=" + std::to_string(stream);
-        at::Tensor base = at::full({3 * n + 8}, NAN);
-        at::Tensor out = base.slice(0, 3, 3 + 3 * n).view({3, n});  // 12 bytes past a line
         SoftmaxArgs args;
-        args.out = view_of(out);
-        args.inputs[0] = view_of(x);
         args.prologue = identity();
         args.dim = 1;
-        ASSERT_TRUE(softmax_f32_cpu(args, config(2, 2, stream)).is_ok());
-        expect_close(out, want, 1e-5, 1e-7, what);
-        EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before out";
-        EXPECT_TRUE(base.slice(0, 3 + 3 * n).isnan().all().item<bool>()) << what << ": wrote after";
-        at::Tensor inplace = x.clone();
-        args.out = view_of(inplace);
-        args.inputs[0] = args.out;
-        ASSERT_TRUE(softmax_f32_cpu(args, config(1, 2, stream)).is_ok());
-        expect_close(inplace, want, 1e-5, 1e-7, what + " in place");
+        expect_row_kernel(args, softmax_f32_cpu, x, want, stream, 1e-5, 1e-7, what);
       }
     }
     at::Tensor with_nan = at::randn({3, 100});
@@ -240,26 +249,14 @@ TEST(LayerNormCpu, RowEdgesStreamingAndInPlaceOnEveryIsaPath) {
               n == 1 ? (affine ? b.expand({3, 1}).contiguous() : at::zeros({3, 1}))
               : affine ? at::layer_norm(x, {n}, w, b, 1e-5)
                        : at::layer_norm(x, {n}, {}, {}, 1e-5);
-          at::Tensor base = at::full({3 * n + 8}, NAN);
-          at::Tensor out = base.slice(0, 3, 3 + 3 * n).view({3, n});
           LayerNormArgs args;
-          args.out = view_of(out);
-          args.inputs[0] = view_of(x);
           args.prologue = identity();
           if (affine) {
             args.weight = view_of(w);
             args.bias = view_of(b);
           }
-          ASSERT_TRUE(layer_norm_f32_cpu(args, config(2, 2, stream)).is_ok());
           // x ~ 1000 ± 2: float rounds x itself by 6e-5, which the normalization magnifies.
-          expect_close(out, want, 1e-4, 2e-4, what);
-          EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before";
-          EXPECT_TRUE(base.slice(0, 3 + 3 * n).isnan().all().item<bool>()) << what << ": wrote after";
-          at::Tensor inplace = x.clone();
-          args.out = view_of(inplace);
-          args.inputs[0] = args.out;
-          ASSERT_TRUE(layer_norm_f32_cpu(args, config(1, 2, stream)).is_ok());
-          expect_close(inplace, want, 1e-4, 2e-4, what + " in place");
+          expect_row_kernel(args, layer_norm_f32_cpu, x, want, stream, 1e-4, 2e-4, what);
         }
       }
     }
