@@ -1,5 +1,6 @@
 #include <ka/core/error.hpp>
 #include <ka/executor/cpu_executor.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 #include <ka/profiler/span.hpp>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ constexpr std::size_t kHistory = 4096;
 }  // namespace
 
 CpuExecutor::CpuExecutor(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = kernels::cpu_thread_limit();
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 

@@ -108,7 +108,7 @@ struct Session {
   std::unique_ptr<db::ResultsStore> store;
   std::int64_t run_id = 0;
   double peak_gflops = 0.0;
-  int graph_threads = 1;  // threads ka's graph runs use (all cores)
+  int graph_threads = 1;  // threads ka's graph runs use (--threads)
   double first_copy_gbps = 0.0;  // the copy bandwidth probed at the start
   std::unique_ptr<profiler::CopyProbe> probe;  // the current graph case's, Note [Paired copy probes]
   std::size_t probe_request = 0;               // the array bytes it was made for
@@ -868,10 +868,11 @@ int run_suite(const BenchOptions& options) {
   s.peak_gflops = peak.gflops;
   const bool any_graph_case = std::any_of(s.suite.cases.begin(), s.suite.cases.end(),
                                           [](const SuiteCase& c) { return c.is_graph(); });
-  // Graph cases are quoted against the copy bandwidth at the threads ka's graph runs use.
-  s.graph_threads = hw;
+  // Graph cases are quoted against the copy bandwidth at the threads ka's graph runs use: the
+  // executor and the kernels' defaults are both capped at --threads.
+  s.graph_threads = s.options.threads;
   profiler::BandwidthMeasurement copy;
-  if (any_graph_case) copy = profiler::measure_copy_bandwidth(hw);
+  if (any_graph_case) copy = profiler::measure_copy_bandwidth(s.graph_threads);
   s.first_copy_gbps = copy.gbytes_per_s;
 
   const DeviceFingerprint fp = cpu_fingerprint();
@@ -905,14 +906,12 @@ int run_suite(const BenchOptions& options) {
   fmt::print(out, "configs: {}\n", configs);
   print_correctness(s.suite, out);
   if (any_graph_case) {
-    // ka's executor and its kernels' heuristics size themselves to the machine; nothing caps
-    // them at --threads yet, so say so rather than let the header above claim it.
     fmt::print(out,
                "graph cases: ka = ka's runtime with fusion, ka_unfused = one kernel per op, "
                "libtorch = the TorchScript interpreter on the same graph; each call runs the "
-               "whole graph, outputs allocated; ka's graph runs use up to {} threads (its "
-               "executor takes no thread cap), libtorch {}\n",
-               hw, s.options.threads);
+               "whole graph, outputs allocated; {} thread(s) for both (ka's executor and its "
+               "kernels' untuned configs)\n",
+               s.options.threads);
   }
 
   if (!allocator.empty()) fmt::print(out, "allocator: {}\n", allocator);

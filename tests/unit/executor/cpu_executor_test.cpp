@@ -2,6 +2,7 @@
 #include <ka/core/error.hpp>
 #include <ka/executor/cpu_executor.hpp>
 #include <ka/executor/cuda_executor.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 
 #include <gtest/gtest.h>
 
@@ -185,6 +186,17 @@ TEST(CpuExecutor, FinishedSingleBlockTasksLeaveNoDanglingReadyEntries) {
   ex.wait_all();
   for (const auto& b : bufs) EXPECT_EQ(b[0], 3.0F);
   EXPECT_EQ(ex.in_flight(), 0U);
+}
+
+// The default executor follows the CPU kernels' thread limit (ka-bench --threads N caps graph
+// runs with it); an explicit count is kept.
+TEST(CpuExecutor, DefaultThreadsFollowTheKernelsThreadLimit) {
+  kernels::set_cpu_thread_limit(1);
+  const int one = CpuExecutor().threads();
+  kernels::set_cpu_thread_limit(0);  // back to KA_NUM_THREADS or every core
+  EXPECT_EQ(one, 1);
+  EXPECT_EQ(CpuExecutor().threads(), kernels::cpu_thread_limit());
+  EXPECT_EQ(CpuExecutor(3).threads(), 3);
 }
 
 TEST(CpuExecutor, RejectsTasksForOtherDevices) {

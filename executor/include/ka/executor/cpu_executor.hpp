@@ -27,8 +27,10 @@ namespace ka::executor {
 ///   ex.wait_all();                       // rethrows the first error of any task
 class CpuExecutor {
  public:
-  /// `threads` threads in all (the waiting caller plus threads-1 workers); <= 0 means the
-  /// hardware's logical cores.
+  /// `threads` threads in all (the waiting caller plus threads-1 workers); <= 0 means the CPU
+  /// kernels' thread limit when the executor is made (kernels::cpu_thread_limit(): every
+  /// logical core unless KA_NUM_THREADS or set_cpu_thread_limit says fewer), so that
+  /// `ka-bench --threads N` caps graph runs as it caps each kernel.
   explicit CpuExecutor(int threads = 0);
   ~CpuExecutor();
   CpuExecutor(const CpuExecutor&) = delete;
