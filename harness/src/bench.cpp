@@ -894,11 +894,12 @@ int run_suite(const BenchOptions& options) {
              peak.isa, peak.gflops, peak.threads, peak1.gflops, s.options.threads);
   if (any_graph_case) {
     fmt::print(out, "copy bandwidth (measured now, STREAM copy of 2 x {} MiB on {} thread(s), "
-                    "bytes read + written): {:.1f} GB/s, the better of ordinary stores {:.1f} "
-                    "and streaming stores {:.1f}; it drifts, so it is probed again around every "
-                    "timing call of ka's fused variant\n",
+                    "bytes read + written): {:.1f} GB/s, the best of ordinary stores {:.1f}, "
+                    "streaming stores {:.1f} and streaming stores on ka's thread pool {:.1f}; "
+                    "it drifts, so it is probed again around every timing call of ka's fused "
+                    "variant\n",
                copy.array_bytes >> 20, copy.threads, copy.gbytes_per_s, copy.ordinary_gbps,
-               copy.streaming_gbps);
+               copy.streaming_gbps, copy.pooled_gbps);
   }
   fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
                   "per-call time by steady_clock (Google Benchmark manual time); median reported\n",

@@ -464,8 +464,7 @@ bool run_block_single_op(const EwJob& job, std::int64_t begin, std::int64_t end)
     return false;
   }
   // Pieces of 4 KiB: computed straight into out, or into an L1 buffer streamed out; fewer,
-  // longer calls than the 256-element chunks of the general path (relu over 16M floats on 2
-  // threads then matches a hand-written loop of AVX-512 streaming stores in the same process).
+  // longer calls than the 256-element chunks of the general path.
   constexpr std::int64_t kPiece = 1024;
   alignas(64) float scalar_run[kPiece];  // a scalar operand (x * 0.5), broadcast over a piece
   const bool unary = last.op >= EwOp::kNeg;
@@ -498,6 +497,16 @@ bool run_block_single_op(const EwJob& job, std::int64_t begin, std::int64_t end)
     } else {
       detail::binary_run(last.op, operand[0], operand[1], out, n);
     }
+    return true;
+  }
+  // Streamed on AVX-512: computed and stored in one pass, without the L1 piece buffer between
+  // the two (16M floats on 2 threads, builds alternating: relu 3.2-4.5 -> 2.9-3.1 ms, add
+  // 5.7-6.6 -> 4.5-5.5 ms); the ops without a vector form take the pieces.
+  if (job.stream && detail::avx512_active() &&
+      (unary ? detail::unary_stream_avx512(last.op, operand[0], out, n)
+             : detail::binary_stream_avx512(last.op, operand[0], !advances[0], operand[1],
+                                            !advances[1], out, n))) {
+    detail::stream_fence();
     return true;
   }
   alignas(64) float piece[kPiece];

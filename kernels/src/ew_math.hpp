@@ -127,6 +127,14 @@ bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, s
 float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
                              std::int64_t n);
 void stream_store_avx512(float* __restrict dst, const float* __restrict src, std::int64_t n);
+/// d[0..n) = op(a) computed and written with streaming stores in one pass (ordinary stores up
+/// to d's first 64-byte line and for the tail); false for the ops it does not cover (then
+/// nothing is written). a may be d. Call stream_fence() before handing d to another thread.
+bool unary_stream_avx512(EwOp op, const float* a, float* d, std::int64_t n);
+/// The same for a binary op (add, sub, mul, div); an operand marked scalar is the one float
+/// it points to, broadcast.
+bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b, bool b_scalar,
+                          float* d, std::int64_t n);
 /// layer_norm of one contiguous row of n floats (Note [AVX-512 row kernels]): out = (x − mean)
 /// · rstd · w + b, w and b optional (null); out may be x. `stream`: out is written with
 /// streaming stores (call stream_fence() before handing it to another thread).

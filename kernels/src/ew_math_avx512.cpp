@@ -65,24 +65,27 @@ void map16(const float* __restrict a, float* __restrict d, std::int64_t n, F f) 
 
 }  // namespace
 
-bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
+namespace {
+
+// The AVX-512 unary ops, as functions of one vector: what unary_run_avx512 maps into d and
+// unary_stream_avx512 streams out. Returns false for the ops it has no vector form of.
+template <class Body>
+bool with_unary(EwOp op, Body body) {
   switch (op) {
     case EwOp::kExp:
-      map16(a, d, n, [](__m512 x) { return exp16(x); });
+      body([](__m512 x) { return exp16(x); });
       return true;
     case EwOp::kSigmoid:
-      map16(a, d, n, [](__m512 x) {
+      body([](__m512 x) {
         return over_one_plus_exp(_mm512_set1_ps(1.0F), _mm512_sub_ps(_mm512_setzero_ps(), x));
       });
       return true;
     case EwOp::kSilu:
-      map16(a, d, n, [](__m512 x) {
-        return over_one_plus_exp(x, _mm512_sub_ps(_mm512_setzero_ps(), x));
-      });
+      body([](__m512 x) { return over_one_plus_exp(x, _mm512_sub_ps(_mm512_setzero_ps(), x)); });
       return true;
     case EwOp::kGeluTanh:
       // 0.5·x·(1 + tanh(u)) = x / (1 + e^(−2u)), u = √(2/π)·(x + 0.044715·x³).
-      map16(a, d, n, [](__m512 x) {
+      body([](__m512 x) {
         const __m512 x2 = _mm512_mul_ps(x, x);
         const __m512 inner = _mm512_mul_ps(
             x, _mm512_fmadd_ps(x2, _mm512_set1_ps(0.044715F * 0.79788456080286536F),
@@ -93,6 +96,12 @@ bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, s
     default:
       return false;
   }
+}
+
+}  // namespace
+
+bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
+  return with_unary(op, [&](auto f) { map16(a, d, n, f); });
 }
 
 void stream_store_avx512(float* __restrict dst, const float* __restrict src, std::int64_t n) {
@@ -273,6 +282,50 @@ void softmax_row_avx512(const float* x, float* out, std::int64_t n, float* buffe
   row_map(out, n, buffer != nullptr, [&](std::int64_t j, __mmask16 k) {
     return _mm512_mul_ps(_mm512_maskz_loadu_ps(k, e + j), inv);
   });
+}
+
+bool unary_stream_avx512(EwOp op, const float* a, float* d, std::int64_t n) {
+  const auto stream = [&](auto f) {
+    row_map(d, n, true, [&](std::int64_t i, __mmask16 m) { return f(_mm512_maskz_loadu_ps(m, a + i)); });
+  };
+  switch (op) {
+    case EwOp::kRelu:  // max(0, x) returns x when x is NaN (the second operand), and -0 for -0
+      stream([](__m512 x) { return _mm512_max_ps(_mm512_setzero_ps(), x); });
+      return true;
+    case EwOp::kNeg:
+      stream([](__m512 x) { return _mm512_sub_ps(_mm512_set1_ps(-0.0F), x); });
+      return true;
+    default:
+      return with_unary(op, stream);
+  }
+}
+
+bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b, bool b_scalar,
+                          float* d, std::int64_t n) {
+  const auto stream = [&](auto f) {
+    const __m512 as = a_scalar ? _mm512_set1_ps(*a) : _mm512_setzero_ps();
+    const __m512 bs = b_scalar ? _mm512_set1_ps(*b) : _mm512_setzero_ps();
+    row_map(d, n, true, [&](std::int64_t i, __mmask16 m) {
+      return f(a_scalar ? as : _mm512_maskz_loadu_ps(m, a + i),
+               b_scalar ? bs : _mm512_maskz_loadu_ps(m, b + i));
+    });
+  };
+  switch (op) {
+    case EwOp::kAdd:
+      stream([](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+      return true;
+    case EwOp::kSub:
+      stream([](__m512 x, __m512 y) { return _mm512_sub_ps(x, y); });
+      return true;
+    case EwOp::kMul:
+      stream([](__m512 x, __m512 y) { return _mm512_mul_ps(x, y); });
+      return true;
+    case EwOp::kDiv:
+      stream([](__m512 x, __m512 y) { return _mm512_div_ps(x, y); });
+      return true;
+    default:  // kMax's NaN rule (either side propagates) has no single instruction
+      return false;
+  }
 }
 
 }  // namespace ka::kernels::detail

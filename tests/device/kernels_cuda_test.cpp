@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda_device.hpp"
+#include "unary_references.hpp"
 
 namespace ka::kernels {
 namespace {
@@ -105,26 +106,11 @@ EwProgram identity_program() {
 
 // ---- element-wise --------------------------------------------------------------------------
 
-struct UnaryCase {
-  EwOp op;
-  at::Tensor (*reference)(const at::Tensor&);
-};
-
 TEST(ElementwiseCuda, EveryUnaryOpMatchesATenIncludingNaN) {
   KA_REQUIRE_DEVICE();
   at::Tensor x = randn({1001}) * 4;
   x[3] = std::numeric_limits<float>::quiet_NaN();
-  const UnaryCase cases[] = {
-      {EwOp::kNeg, [](const at::Tensor& t) { return at::neg(t); }},
-      {EwOp::kExp, [](const at::Tensor& t) { return at::exp(t); }},
-      {EwOp::kTanh, [](const at::Tensor& t) { return at::tanh(t); }},
-      {EwOp::kRelu, [](const at::Tensor& t) { return at::relu(t); }},
-      {EwOp::kGelu, [](const at::Tensor& t) { return at::gelu(t); }},
-      {EwOp::kGeluTanh, [](const at::Tensor& t) { return at::gelu(t, "tanh"); }},
-      {EwOp::kSigmoid, [](const at::Tensor& t) { return at::sigmoid(t); }},
-      {EwOp::kSilu, [](const at::Tensor& t) { return at::silu(t); }},
-  };
-  for (const UnaryCase& c : cases) {
+  for (const test::UnaryReference& c : test::unary_references()) {
     at::Tensor out = at::empty_like(x);
     DeviceTensor dx(x);
     DeviceTensor dout(out);

@@ -15,6 +15,7 @@
 
 #include "alloc_counter.hpp"
 #include "isa_paths.hpp"
+#include "unary_references.hpp"
 #include "torch_view.hpp"
 
 namespace ka::kernels {
@@ -68,16 +69,7 @@ TEST(ElementwiseCpu, EveryUnaryOpMatchesAtenOnEveryIsaPath) {
   at::manual_seed(1);
   // Odd sizes: the AVX-512 loops' masked tails.
   const at::Tensor x = at::randn({37, 129}) * 4;
-  const std::vector<std::pair<EwOp, std::function<at::Tensor(const at::Tensor&)>>> ops = {
-      {EwOp::kNeg, [](const at::Tensor& t) { return at::neg(t); }},
-      {EwOp::kExp, [](const at::Tensor& t) { return at::exp(t); }},
-      {EwOp::kTanh, [](const at::Tensor& t) { return at::tanh(t); }},
-      {EwOp::kRelu, [](const at::Tensor& t) { return at::relu(t); }},
-      {EwOp::kGelu, [](const at::Tensor& t) { return at::gelu(t); }},
-      {EwOp::kGeluTanh, [](const at::Tensor& t) { return at::gelu(t, "tanh"); }},
-      {EwOp::kSigmoid, [](const at::Tensor& t) { return at::sigmoid(t); }},
-      {EwOp::kSilu, [](const at::Tensor& t) { return at::silu(t); }},
-  };
+  const auto& ops = test::unary_references();
   for (const std::string& isa : runnable_isas()) {
     const IsaGuard guard(isa);
     for (const auto& [op, ref] : ops) {
@@ -291,26 +283,74 @@ TEST(ElementwiseCpu, StreamingStoresMatchAten) {
 // the operands, lengths around a piece and a block, matches ATen.
 TEST(ElementwiseCpu, ScalarOperandsMatchAtenStreamedOrNot) {
   at::manual_seed(12);
-  for (const std::int64_t stream : {0, 1}) {
-    LaunchConfig cfg = config(4096, 2);
-    cfg.set("stream", stream);
-    for (const std::int64_t n : {3, 1023, 1025, 4096, 10007}) {
-      const std::string what = "n=" + std::to_string(n) + " stream=" + std::to_string(stream);
-      const at::Tensor x = at::randn({n});
-      at::Tensor out = at::empty({n});
-      EwProgram times_half;
-      times_half.set_result(times_half.binary(EwOp::kMul, times_half.input(0), times_half.scalar(0.5F)));
-      run(times_half, out, {x}, cfg);
-      expect_close(out, x * 0.5, "x * 0.5 " + what);
-      EwProgram half_minus;
-      half_minus.set_result(half_minus.binary(EwOp::kSub, half_minus.scalar(0.5F), half_minus.input(0)));
-      run(half_minus, out, {x}, cfg);
-      expect_close(out, 0.5 - x, "0.5 - x " + what);
-      const at::Tensor s = at::full({1}, 3.0F);
-      run(binary_program(EwOp::kDiv), out, {x, s}, cfg);
-      expect_close(out, x / s, "x / s[1] " + what);
-      run(binary_program(EwOp::kMax), out, {s, x}, cfg);
-      expect_close(out, at::maximum(s, x), "maximum(s[1], x) " + what);
+  for (const std::string& isa : runnable_isas()) {
+    const IsaGuard guard(isa);
+    for (const std::int64_t stream : {0, 1}) {
+      LaunchConfig cfg = config(4096, 2);
+      cfg.set("stream", stream);
+      for (const std::int64_t n : {3, 1023, 1025, 4096, 10007}) {
+        const std::string what =
+            isa + " n=" + std::to_string(n) + " stream=" + std::to_string(stream);
+        const at::Tensor x = at::randn({n});
+        at::Tensor out = at::empty({n});
+        EwProgram times_half;
+        times_half.set_result(times_half.binary(EwOp::kMul, times_half.input(0), times_half.scalar(0.5F)));
+        run(times_half, out, {x}, cfg);
+        expect_close(out, x * 0.5, "x * 0.5 " + what);
+        EwProgram half_minus;
+        half_minus.set_result(half_minus.binary(EwOp::kSub, half_minus.scalar(0.5F), half_minus.input(0)));
+        run(half_minus, out, {x}, cfg);
+        expect_close(out, 0.5 - x, "0.5 - x " + what);
+        const at::Tensor s = at::full({1}, 3.0F);
+        run(binary_program(EwOp::kDiv), out, {x, s}, cfg);
+        expect_close(out, x / s, "x / s[1] " + what);
+        run(binary_program(EwOp::kMax), out, {s, x}, cfg);
+        expect_close(out, at::maximum(s, x), "maximum(s[1], x) " + what);
+      }
+    }
+  }
+}
+
+// One op streamed (on AVX-512 computed and stored in one pass, else through 4 KiB pieces), on
+// every ISA path: every unary and binary op, into an out 12 bytes past a line, writing
+// nothing outside it; in place for a binary op.
+TEST(ElementwiseCpu, StreamedSingleOpsOnEveryIsaPath) {
+  at::manual_seed(15);
+  LaunchConfig streamed = config(4096, 2);
+  streamed.set("stream", 1);
+  const auto& unary = test::unary_references();
+  const std::vector<std::pair<EwOp, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>>>
+      binary = {
+          {EwOp::kAdd, [](const at::Tensor& a, const at::Tensor& b) { return a + b; }},
+          {EwOp::kSub, [](const at::Tensor& a, const at::Tensor& b) { return a - b; }},
+          {EwOp::kMul, [](const at::Tensor& a, const at::Tensor& b) { return a * b; }},
+          {EwOp::kDiv, [](const at::Tensor& a, const at::Tensor& b) { return a / b; }},
+          {EwOp::kMax, [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }},
+      };
+  for (const std::string& isa : runnable_isas()) {
+    const IsaGuard guard(isa);
+    for (const std::int64_t n : {5, 33, 1000, 4097}) {
+      at::Tensor x = at::randn({n}) * 3;
+      x[n / 2] = NAN;
+      const at::Tensor y = at::randn({n});
+      const at::Tensor base = at::full({n + 6}, NAN);
+      at::Tensor out = base.slice(0, 3, n + 3);
+      const auto check = [&](const at::Tensor& want, const std::string& what) {
+        expect_close(out, want, what + " n=" + std::to_string(n) + " [" + isa + "]");
+        EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before out";
+        EXPECT_TRUE(base.slice(0, n + 3).isnan().all().item<bool>()) << what << ": wrote after out";
+      };
+      for (const auto& [op, ref] : unary) {
+        run(unary_program(op), out, {x}, streamed);
+        check(ref(x), to_string(op));
+      }
+      for (const auto& [op, ref] : binary) {
+        run(binary_program(op), out, {x, y}, streamed);
+        check(ref(x, y), to_string(op));
+      }
+      at::Tensor z = y.clone();
+      run(binary_program(EwOp::kSub), z, {z, x}, streamed);
+      expect_close(z, y - x, "streamed z -= x [" + isa + "]");
     }
   }
 }
