@@ -273,7 +273,8 @@ int main(int argc, char** argv) {
                 hot_ns);
   }
   std::puts("(ms and GB/s: median over rounds of the mean of 5 calls; %copy: median over rounds "
-            "of GB/s over the mean of the copy probes taken right before and after (best of 2 "
-            "ordinary and 2 streaming copies each); probe lo/hi: GB/s range of those probes)");
+            "of GB/s over the mean of the copy probes taken right before and after (each the best "
+            "of 2 copies of each kind: ordinary, streaming, streaming on ka's thread pool); probe "
+            "lo/hi: GB/s range of those probes)");
   return 0;
 }
