@@ -191,8 +191,8 @@ void skip_with(benchmark::State& state, Disposition d, const std::string& why) {
 // Note [Paired copy probes]
 // This VM's copy bandwidth moves by up to 2x within a run (neighbours share the memory), so one
 // probe at the start says little about the moment a case ran. Each timing call of a graph
-// case's fused ka variant is bracketed by two copy probes (best of 2 ordinary and 2 streaming
-// copies each) over arrays as large as the case's data (half its input + output bytes each, so
+// case's fused ka variant is bracketed by two copy probes (each the best of 2 copies of each of
+// its three kinds) over arrays as large as the case's data (half its input + output bytes each, so
 // a copy moves as many bytes as the op), and the call's bandwidth is quoted against their mean:
 // a paired ratio, like ka/libtorch. The summary gives the median of these ratios, and the
 // fused time against the best probe of the whole run beside it.
