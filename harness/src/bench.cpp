@@ -110,7 +110,8 @@ struct Session {
   double peak_gflops = 0.0;
   int graph_threads = 1;  // threads ka's graph runs use (--threads)
   double first_copy_gbps = 0.0;  // the copy bandwidth probed at the start
-  std::unique_ptr<profiler::CopyProbe> probe;  // the current graph case's, Note [Paired copy probes]
+  // The current graph case's copy probe, Note [Paired copy probes].
+  std::unique_ptr<profiler::CopyProbe> probe;
   std::size_t probe_request = 0;               // the array bytes it was made for
   std::map<std::string, Outcome> outcomes;  // by benchmark name
   bool db_failed = false;
@@ -192,10 +193,10 @@ void skip_with(benchmark::State& state, Disposition d, const std::string& why) {
 // This VM's copy bandwidth moves by up to 2x within a run (neighbours share the memory), so one
 // probe at the start says little about the moment a case ran. Each timing call of a graph
 // case's fused ka variant is bracketed by two copy probes (each the best of 2 copies of each of
-// its three kinds) over arrays as large as the case's data (half its input + output bytes each, so
-// a copy moves as many bytes as the op), and the call's bandwidth is quoted against their mean:
-// a paired ratio, like ka/libtorch. The summary gives the median of these ratios, and the
-// fused time against the best probe of the whole run beside it.
+// its three kinds) over arrays as large as the case's data (half its input + output bytes
+// each, so a copy moves as many bytes as the op), and the call's bandwidth is quoted against
+// their mean: a paired ratio, like ka/libtorch. The summary gives the median of these ratios,
+// and the fused time against the best probe of the whole run beside it.
 
 // The copy probe of graph case i sized to its data, or nullptr when it has none (an op case,
 // a case whose bytes are unknown, or too little memory for the arrays).
@@ -261,7 +262,8 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
   }
   if (probe == nullptr || state.error_occurred() || state.iterations() == 0) return;
   const double after = probe->measure(2).gbytes_per_s;
-  const double gbps = cs.info[0].min_bytes / (seconds / static_cast<double>(state.iterations())) / 1e9;
+  const double per_call = seconds / static_cast<double>(state.iterations());
+  const double gbps = cs.info[0].min_bytes / per_call / 1e9;
   cs.paired_copy.push_back(gbps / (0.5 * (before + after)));
   const double low = std::min(before, after);
   const double high = std::max(before, after);

@@ -266,7 +266,8 @@ void softmax_row_avx512(const float* x, float* out, std::int64_t n, float* buffe
     const __mmask16 k = tail_mask(n - i);
     m0 = _mm512_mask_max_ps(m0, k, _mm512_maskz_loadu_ps(k, x + i), m0);
   }
-  const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+  const float mx =
+      _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
   // Pass 2: e = exp(x − max) into the buffer (streamed rows) or out, summed. An all −inf row
   // gives exp(NaN) = NaN everywhere, as ATen.
   float* e = buffer != nullptr ? buffer : out;
@@ -286,7 +287,8 @@ void softmax_row_avx512(const float* x, float* out, std::int64_t n, float* buffe
 
 bool unary_stream_avx512(EwOp op, const float* a, float* d, std::int64_t n) {
   const auto stream = [&](auto f) {
-    row_map(d, n, true, [&](std::int64_t i, __mmask16 m) { return f(_mm512_maskz_loadu_ps(m, a + i)); });
+    row_map(d, n, true,
+            [&](std::int64_t i, __mmask16 m) { return f(_mm512_maskz_loadu_ps(m, a + i)); });
   };
   switch (op) {
     case EwOp::kRelu:  // max(0, x) returns x when x is NaN (the second operand), and -0 for -0

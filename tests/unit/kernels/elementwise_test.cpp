@@ -183,9 +183,9 @@ TEST(ElementwiseCpu, Broadcasting) {
   const at::Tensor cube = at::randn({3, 5, 700});
   const at::Tensor plane = at::randn({3, 1, 700});
   EwProgram chain;  // gelu_tanh(x + b) * 2
-  chain.set_result(chain.binary(
-      EwOp::kMul, chain.unary(EwOp::kGeluTanh, chain.binary(EwOp::kAdd, chain.input(0), chain.input(1))),
-      chain.scalar(2.0F)));
+  const int biased = chain.binary(EwOp::kAdd, chain.input(0), chain.input(1));
+  chain.set_result(
+      chain.binary(EwOp::kMul, chain.unary(EwOp::kGeluTanh, biased), chain.scalar(2.0F)));
   at::Tensor out_cube = at::empty_like(cube);
   run(chain, out_cube, {cube, plane});
   expect_close(out_cube, at::gelu(cube + plane, "tanh") * 2, "3-d, broadcast along dim 1");
@@ -294,11 +294,13 @@ TEST(ElementwiseCpu, ScalarOperandsMatchAtenStreamedOrNot) {
         const at::Tensor x = at::randn({n});
         at::Tensor out = at::empty({n});
         EwProgram times_half;
-        times_half.set_result(times_half.binary(EwOp::kMul, times_half.input(0), times_half.scalar(0.5F)));
+        times_half.set_result(
+            times_half.binary(EwOp::kMul, times_half.input(0), times_half.scalar(0.5F)));
         run(times_half, out, {x}, cfg);
         expect_close(out, x * 0.5, "x * 0.5 " + what);
         EwProgram half_minus;
-        half_minus.set_result(half_minus.binary(EwOp::kSub, half_minus.scalar(0.5F), half_minus.input(0)));
+        half_minus.set_result(
+            half_minus.binary(EwOp::kSub, half_minus.scalar(0.5F), half_minus.input(0)));
         run(half_minus, out, {x}, cfg);
         expect_close(out, 0.5 - x, "0.5 - x " + what);
         const at::Tensor s = at::full({1}, 3.0F);
@@ -319,14 +321,14 @@ TEST(ElementwiseCpu, StreamedSingleOpsOnEveryIsaPath) {
   LaunchConfig streamed = config(4096, 2);
   streamed.set("stream", 1);
   const auto& unary = test::unary_references();
-  const std::vector<std::pair<EwOp, std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>>>
-      binary = {
-          {EwOp::kAdd, [](const at::Tensor& a, const at::Tensor& b) { return a + b; }},
-          {EwOp::kSub, [](const at::Tensor& a, const at::Tensor& b) { return a - b; }},
-          {EwOp::kMul, [](const at::Tensor& a, const at::Tensor& b) { return a * b; }},
-          {EwOp::kDiv, [](const at::Tensor& a, const at::Tensor& b) { return a / b; }},
-          {EwOp::kMax, [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }},
-      };
+  using BinaryRef = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+  const std::vector<std::pair<EwOp, BinaryRef>> binary = {
+      {EwOp::kAdd, [](const at::Tensor& a, const at::Tensor& b) { return a + b; }},
+      {EwOp::kSub, [](const at::Tensor& a, const at::Tensor& b) { return a - b; }},
+      {EwOp::kMul, [](const at::Tensor& a, const at::Tensor& b) { return a * b; }},
+      {EwOp::kDiv, [](const at::Tensor& a, const at::Tensor& b) { return a / b; }},
+      {EwOp::kMax, [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }},
+  };
   for (const std::string& isa : runnable_isas()) {
     const IsaGuard guard(isa);
     for (const std::int64_t n : {5, 33, 1000, 4097}) {

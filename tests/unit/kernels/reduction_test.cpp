@@ -134,7 +134,8 @@ TEST(SoftmaxCpu, RowEdgesStreamingAndInPlaceOnEveryIsaPath) {
       const at::Tensor x = at::randn({3, n}) * 4;
       const at::Tensor want = at::softmax(x, 1);
       for (const std::int64_t stream : {0, 1}) {
-        const std::string what = isa + " n=" + std::to_string(n) + " stream=" + std::to_string(stream);
+        const std::string what =
+            isa + " n=" + std::to_string(n) + " stream=" + std::to_string(stream);
         SoftmaxArgs args;
         args.prologue = identity();
         args.dim = 1;
