@@ -137,15 +137,28 @@ bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b
                           float* d, std::int64_t n);
 /// layer_norm of one contiguous row of n floats (Note [AVX-512 row kernels]): out = (x − mean)
 /// · rstd · w + b, w and b optional (null); out may be x. `stream`: out is written with
-/// streaming stores (call stream_fence() before handing it to another thread).
+/// streaming stores (call stream_fence() before handing it to another thread). Prefetches
+/// `next` (the next row's x, or null) while it writes out.
 void layer_norm_row_avx512(const float* x, const float* w, const float* b, float* out,
                            std::int64_t n, float eps, bool stream, const float* next);
-/// softmax of one contiguous row of n floats; out may be x. With a `buffer` of n floats the
-/// exponentials go there and out is written with streaming stores; without, out holds them
-/// and is scaled in place. Both prefetch `next` (the next row's x, or null) while they write
-/// out, so its first pass does not wait for memory.
-void softmax_row_avx512(const float* x, float* out, std::int64_t n, float* buffer,
-                        const float* next);
+/// softmax of one contiguous row of n floats into out (ordinary stores; out may be x),
+/// prefetching `next` (the next row's x, or null) during its exp pass.
+void softmax_row_avx512(const float* x, float* out, std::int64_t n, const float* next);
+/// A streamed softmax row whose exponentials wait in `exps` to be scaled and streamed out
+/// (Note [Pipelined softmax]); out == nullptr: none.
+struct SoftmaxPending {
+  float* out = nullptr;
+  const float* exps = nullptr;
+  float inv = 0.0F;
+};
+/// softmax of one contiguous row, written with streaming stores one row late: its exponentials
+/// go to `exps` (n floats, not the pending row's buffer) and `pending` becomes this row, while
+/// the previous pending row (same n) is streamed out during this row's exp pass. out may be x.
+/// Call softmax_flush_avx512 after the last row, then stream_fence().
+void softmax_row_streamed_avx512(const float* x, float* out, std::int64_t n, float* exps,
+                                 SoftmaxPending& pending, const float* next);
+/// Streams the pending row out (nothing when there is none).
+void softmax_flush_avx512(SoftmaxPending& pending, std::int64_t n);
 
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);

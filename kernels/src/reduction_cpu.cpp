@@ -320,19 +320,29 @@ const float* next_row_input(const EwProgram& p, const RowTensors& rt, const Spac
 void softmax_rows_avx512(const SoftmaxJob& job, const RowTensors& rt, const Space& row,
                          const Space& outer, std::int64_t r0, std::int64_t r1, RowScratch& s) {
   const std::int64_t n = row.volume();
-  thread_local std::vector<float> buffer;  // streamed rows' exponentials; it only grows
-  if (job.stream && buffer.size() < static_cast<std::size_t>(n)) {
-    buffer.resize(static_cast<std::size_t>(n));
+  // Streamed rows' exponentials, two rows' worth (Note [Pipelined softmax]); it only grows.
+  thread_local std::vector<float> buffer;
+  if (job.stream && buffer.size() < 2 * static_cast<std::size_t>(n)) {
+    buffer.resize(2 * static_cast<std::size_t>(n));
   }
+  detail::SoftmaxPending pending;
   for (std::int64_t r = r0; r < r1; ++r) {
     const float* bases[kMaxRowTensors];
     row_bases(rt, outer, r, bases);
     float* out = const_cast<float*>(bases[0]);
     const float* x = row_x(job.args->prologue, row, bases, out, n, s);
-    detail::softmax_row_avx512(x, out, n, job.stream ? buffer.data() : nullptr,
-                               next_row_input(job.args->prologue, rt, row, outer, r, r1));
+    const float* next = next_row_input(job.args->prologue, rt, row, outer, r, r1);
+    if (job.stream) {
+      detail::softmax_row_streamed_avx512(x, out, n, buffer.data() + (r - r0) % 2 * n, pending,
+                                          next);
+    } else {
+      detail::softmax_row_avx512(x, out, n, next);
+    }
   }
-  if (job.stream) detail::stream_fence();
+  if (job.stream) {
+    detail::softmax_flush_avx512(pending, n);
+    detail::stream_fence();
+  }
 }
 
 void softmax_block(const SoftmaxJob& job, std::int64_t block) {
@@ -691,9 +701,8 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
     c.set("rows_per_block", rpb);
     c.set("threads", numel <= 32768 ? 1 : std::min(hw, ceil_div(rows, rpb)));
     // An output beyond the last-level cache goes around it (Note [Streaming stores]) for
-    // layer_norm (19 -> 27 GB/s at 4096 x 4096, 2 threads); softmax's streaming path writes
-    // its exponentials to a row buffer first, and with the AVX-512 row kernel it measured
-    // 57-58% of the copy bandwidth against 65-68% without (32 rows per block).
+    // layer_norm (19 -> 27 GB/s at 4096 x 4096, 2 threads); softmax's streaming path (Note
+    // [Pipelined softmax]) ties with ordinary stores, which stay its default.
     if (streams) {
       const bool is_layer_norm = std::string_view(name) == "layer_norm_welford_f32";
       c.set("stream", is_layer_norm ? detail::stream_default(4.0 * static_cast<double>(numel)) : 0);

@@ -102,9 +102,10 @@ TEST(SoftmaxCpu, EveryIsaPathMatchesAten) {
   }
 }
 
-// Runs a row kernel (args already set but for out and inputs[0] = x) twice: into an out that
-// starts 12 bytes past a 64-byte line (a streamed row's head goes through ordinary stores)
-// between NaN guards that must stay untouched, and in place (out is x); both match `want`.
+// Runs a row kernel (args already set but for out and inputs[0] = x) three times: into an out
+// that starts 12 bytes past a 64-byte line (a streamed row's head goes through ordinary stores)
+// between NaN guards that must stay untouched, into a fresh aligned out, and in place (out is
+// x); all match `want`.
 template <class Args, class Kernel>
 void expect_row_kernel(Args args, Kernel kernel, const at::Tensor& x, const at::Tensor& want,
                        std::int64_t stream, double rtol, double atol, const std::string& what) {
@@ -116,10 +117,16 @@ void expect_row_kernel(Args args, Kernel kernel, const at::Tensor& x, const at::
   expect_close(out, want, rtol, atol, what);
   EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before out";
   EXPECT_TRUE(base.slice(0, 3 + x.numel()).isnan().all().item<bool>()) << what << ": wrote after";
+  // Rows on 64-byte lines (libtorch's allocation, n a multiple of 16), several per block: a
+  // streamed softmax writes each row during the next one's exp pass.
+  const at::Tensor aligned = at::full(x.sizes(), NAN);
+  args.out = view_of(aligned);
+  ASSERT_TRUE(kernel(args, config(4, 2, stream)).is_ok()) << what;
+  expect_close(aligned, want, rtol, atol, what + " aligned, 4 rows per block");
   const at::Tensor inplace = x.clone();
   args.out = view_of(inplace);
   args.inputs[0] = args.out;
-  ASSERT_TRUE(kernel(args, config(1, 2, stream)).is_ok()) << what;
+  ASSERT_TRUE(kernel(args, config(3, 2, stream)).is_ok()) << what;
   expect_close(inplace, want, rtol, atol, what + " in place");
 }
 
@@ -130,8 +137,8 @@ TEST(SoftmaxCpu, RowEdgesStreamingAndInPlaceOnEveryIsaPath) {
   at::manual_seed(13);
   for (const std::string& isa : test::runnable_isas()) {
     const test::IsaGuard guard(isa);
-    for (const std::int64_t n : {1, 15, 17, 64, 65, 2049, 4100}) {
-      const at::Tensor x = at::randn({3, n}) * 4;
+    for (const std::int64_t n : {1, 15, 17, 64, 65, 2049, 4100, 4096}) {
+      const at::Tensor x = at::randn({9, n}) * 4;
       const at::Tensor want = at::softmax(x, 1);
       for (const std::int64_t stream : {0, 1}) {
         const std::string what =
