@@ -27,8 +27,10 @@ namespace {
 // ln2), r = x − n·ln2 in two steps, e^r by the degree-6 polynomial, scalef(e^r, n). About
 // three times fewer instructions: softmax's exp-and-sum went from 0.46 to 0.22 ns per element
 // in L1.
+// `nonpositive`: x is known to be <= 0 or NaN (softmax's x − max), so the upper clamp goes.
+template <bool nonpositive = false>
 inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_set1_ps(89.0F), x);
+  if (!nonpositive) x = _mm512_min_ps(_mm512_set1_ps(89.0F), x);
   x = _mm512_max_ps(_mm512_set1_ps(-104.0F), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341F)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -146,8 +148,8 @@ float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, const fl
       drain->at(i);
       drain->at(i + 16);
     }
-    const __m512 v0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
-    const __m512 v1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
+    const __m512 v0 = exp16<true>(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+    const __m512 v1 = exp16<true>(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
     _mm512_storeu_ps(d + i, v0);
     _mm512_storeu_ps(d + i + 16, v1);
     acc0 = _mm512_add_ps(acc0, v0);
@@ -157,7 +159,7 @@ float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, const fl
     const std::int64_t left = n - i < 16 ? n - i : 16;
     const auto m = static_cast<__mmask16>((1U << left) - 1U);
     if (drain != nullptr) drain->at(i);
-    const __m512 v = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
+    const __m512 v = exp16<true>(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
     _mm512_mask_storeu_ps(d + i, m, v);
     acc0 = _mm512_mask_add_ps(acc0, m, acc0, v);
   }
