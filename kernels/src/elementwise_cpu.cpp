@@ -378,19 +378,23 @@ void move_strided(const Layout& l, int t, float* base, std::int64_t e, std::int6
 // The elements [e, e + len) of tensor t read in place when they are one unit-stride run of
 // its innermost collapsed dim (a bias broadcast over rows: each chunk within a row is the
 // bias itself); null when they are not, and the caller gathers them.
+// The offset (elements) of linear element e in tensor t.
+std::int64_t offset_of(const Layout& l, int t, std::int64_t e) {
+  std::int64_t off = 0;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    off += e % l.sizes[d] * l.strides[t][d];
+    e /= l.sizes[d];
+  }
+  return off;
+}
+
 const float* unit_stride_run(const Layout& l, int t, const float* base, std::int64_t e,
                              std::int64_t len) {
   const int inner = l.ndim - 1;
   if (inner < 0 || l.strides[t][inner] != 1 || e % l.sizes[inner] + len > l.sizes[inner]) {
     return nullptr;
   }
-  std::int64_t off = 0;
-  std::int64_t rest = e;
-  for (int d = inner; d >= 0; --d) {
-    off += rest % l.sizes[d] * l.strides[t][d];
-    rest /= l.sizes[d];
-  }
-  return base + off;
+  return base + offset_of(l, t, e);
 }
 
 // Elements of a block below which it is evaluated one element at a time (no chunk buffers).
@@ -525,6 +529,58 @@ bool run_block_single_op(const EwJob& job, std::int64_t begin, std::int64_t end)
   return true;
 }
 
+// Rows shorter than this are not split into runs for the fused path (the chunk path gathers
+// them instead).
+constexpr std::int64_t kMinFusedRow = 64;
+
+// AVX-512: the program evaluated in vector groups (Note [Fused vector groups]) over runs of
+// the block in which every input is linear, a broadcast scalar, or along the innermost dim
+// either one unit-stride run (a bias broadcast over rows) or one value (a per-row scalar, as
+// x - mean[:, None]); out must be linear. Returns false, having done nothing, otherwise.
+bool run_block_fused(const EwJob& job, std::int64_t begin, std::int64_t end) {
+  const ElementwiseArgs& a = *job.args;
+  if (!detail::avx512_active() || job.access[0] != Access::kLinear ||
+      !detail::program_avx512_covers(a.program)) {
+    return false;
+  }
+  Layout layout;
+  std::int64_t row = 0;  // runs end at multiples of row (0: the block is one run)
+  for (int t = 1; t < job.tensors; ++t) {
+    if (job.access[t] != Access::kGather) continue;
+    if (row == 0) {
+      collapse(a, job.tensors, layout);
+      row = layout.sizes[layout.ndim - 1];
+      if (row < kMinFusedRow) return false;
+    }
+    const std::int64_t inner_stride = layout.strides[t][layout.ndim - 1];
+    if (inner_stride != 0 && inner_stride != 1) return false;
+  }
+  detail::EwOperand in[EwProgram::kMaxInputs];
+  float* out = a.out.data_as<float>();
+  for (std::int64_t e = begin; e < end;) {
+    const std::int64_t len = row == 0 ? end - e : std::min(end, (e / row + 1) * row) - e;
+    for (int t = 1; t < job.tensors; ++t) {
+      const float* base = a.inputs[static_cast<std::size_t>(t - 1)].data_as<const float>();
+      detail::EwOperand& o = in[t - 1];
+      switch (job.access[t]) {
+        case Access::kLinear:
+          o = {base + e, false};
+          break;
+        case Access::kScalar:
+          o = {base, true};
+          break;
+        case Access::kGather:
+          o = {base + offset_of(layout, t, e), layout.strides[t][layout.ndim - 1] == 0};
+          break;
+      }
+    }
+    detail::program_run_avx512(a.program, in, out + e, len, job.stream);
+    e += len;
+  }
+  if (job.stream) detail::stream_fence();
+  return true;
+}
+
 void run_block(const EwJob& job, std::int64_t block) {
   const ElementwiseArgs& a = *job.args;
   const EwProgram& p = a.program;
@@ -539,6 +595,7 @@ void run_block(const EwJob& job, std::int64_t block) {
     return;
   }
   if (!strided && run_block_single_op(job, begin, end)) return;
+  if (run_block_fused(job, begin, end)) return;
   Layout layout;
   if (strided) collapse(a, job.tensors, layout);
 

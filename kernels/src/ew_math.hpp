@@ -131,10 +131,24 @@ void stream_store_avx512(float* __restrict dst, const float* __restrict src, std
 /// to d's first 64-byte line and for the tail); false for the ops it does not cover (then
 /// nothing is written). a may be d. Call stream_fence() before handing d to another thread.
 bool unary_stream_avx512(EwOp op, const float* a, float* d, std::int64_t n);
-/// The same for a binary op (add, sub, mul, div); an operand marked scalar is the one float
-/// it points to, broadcast.
+/// The same for a binary op (add, sub, mul, div, max); an operand marked scalar is the one
+/// float it points to, broadcast.
 bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b, bool b_scalar,
                           float* d, std::int64_t n);
+/// An element-wise program's input over a run of elements: `data` points to the run's first
+/// element, or (scalar) to the one float broadcast over the run.
+struct EwOperand {
+  const float* data = nullptr;
+  bool scalar = false;
+};
+/// Whether program_run_avx512 has a vector form of every instruction of `p`.
+bool program_avx512_covers(const EwProgram& p);
+/// d[0..n) = p(in[0..p.inputs)) evaluated in groups of 64 elements (Note [Fused vector
+/// groups]); p must be covered. d may be an input's run exactly. `stream`: d written with
+/// streaming stores (ordinary ones up to its first 64-byte line and for the tail); call
+/// stream_fence() before handing d to another thread.
+void program_run_avx512(const EwProgram& p, const EwOperand* in, float* d, std::int64_t n,
+                        bool stream);
 /// layer_norm of one contiguous row of n floats (Note [AVX-512 row kernels]): out = (x − mean)
 /// · rstd · w + b, w and b optional (null); out may be x. `stream`: out is written with
 /// streaming stores (call stream_fence() before handing it to another thread). Prefetches

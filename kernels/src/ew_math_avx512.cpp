@@ -11,6 +11,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -93,6 +94,53 @@ bool with_unary(EwOp op, Body body) {
             x, _mm512_fmadd_ps(x2, _mm512_set1_ps(0.044715F * 0.79788456080286536F),
                                _mm512_set1_ps(0.79788456080286536F)));
         return over_one_plus_exp(x, _mm512_mul_ps(inner, _mm512_set1_ps(-2.0F)));
+      });
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Every unary op with an AVX-512 form: with_unary's and the light ones.
+template <class Body>
+bool with_any_unary(EwOp op, Body body) {
+  switch (op) {
+    case EwOp::kRelu:  // max(0, x) returns x when x is NaN (the second operand), and -0 for -0
+      body([](__m512 x) { return _mm512_max_ps(_mm512_setzero_ps(), x); });
+      return true;
+    case EwOp::kNeg:
+      body([](__m512 x) { return _mm512_sub_ps(_mm512_set1_ps(-0.0F), x); });
+      return true;
+    default:
+      return with_unary(op, body);
+  }
+}
+
+// The binary ops as functions of two vectors.
+template <class Body>
+bool with_binary(EwOp op, Body body) {
+  switch (op) {
+    case EwOp::kAdd:
+      body([](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+      return true;
+    case EwOp::kSub:
+      body([](__m512 x, __m512 y) { return _mm512_sub_ps(x, y); });
+      return true;
+    case EwOp::kMul:
+      body([](__m512 x, __m512 y) { return _mm512_mul_ps(x, y); });
+      return true;
+    case EwOp::kDiv:
+      body([](__m512 x, __m512 y) { return _mm512_div_ps(x, y); });
+      return true;
+    case EwOp::kMax:
+      // max_f32: x when x is NaN, else vmaxps (y when y is NaN or x <= y), as ATen.
+      body([](__m512 x, __m512 y) {
+        return _mm512_mask_mov_ps(_mm512_max_ps(x, y), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q),
+                                  x);
       });
       return true;
     default:
@@ -348,16 +396,7 @@ bool unary_stream_avx512(EwOp op, const float* a, float* d, std::int64_t n) {
     row_map(d, n, true,
             [&](std::int64_t i, __mmask16 m) { return f(_mm512_maskz_loadu_ps(m, a + i)); });
   };
-  switch (op) {
-    case EwOp::kRelu:  // max(0, x) returns x when x is NaN (the second operand), and -0 for -0
-      stream([](__m512 x) { return _mm512_max_ps(_mm512_setzero_ps(), x); });
-      return true;
-    case EwOp::kNeg:
-      stream([](__m512 x) { return _mm512_sub_ps(_mm512_set1_ps(-0.0F), x); });
-      return true;
-    default:
-      return with_unary(op, stream);
-  }
+  return with_any_unary(op, stream);
 }
 
 bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b, bool b_scalar,
@@ -370,22 +409,142 @@ bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b
                b_scalar ? bs : _mm512_maskz_loadu_ps(m, b + i));
     });
   };
-  switch (op) {
-    case EwOp::kAdd:
-      stream([](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
-      return true;
-    case EwOp::kSub:
-      stream([](__m512 x, __m512 y) { return _mm512_sub_ps(x, y); });
-      return true;
-    case EwOp::kMul:
-      stream([](__m512 x, __m512 y) { return _mm512_mul_ps(x, y); });
-      return true;
-    case EwOp::kDiv:
-      stream([](__m512 x, __m512 y) { return _mm512_div_ps(x, y); });
-      return true;
-    default:  // kMax's NaN rule (either side propagates) has no single instruction
-      return false;
+  return with_binary(op, stream);
+}
+
+
+namespace {
+
+// Note [Fused vector groups]
+// The chunk path (Note [CPU element-wise chunks]) runs each instruction over 256 elements before
+// the next one starts: a chain's loads come in one phase (the loops that read its inputs), its
+// arithmetic in another (its gelu), and the profile of bias -> gelu_tanh -> residual put half
+// of its time in the adds' loads. Here the program runs over groups of kGroupVecs vectors (64
+// elements): every instruction over the group, then the group's result is stored and the next
+// group starts. Inputs are read where they lie (no copy into a register), the last instruction
+// stores straight to out, and the other registers are vectors in a stack array that stays in
+// L1; constants (scalars, broadcast scalars) are set once per call. Per group an instruction
+// costs one well-predicted switch. 16M elements, alternating runs of one build: 1 thread
+// 14.5-15.2 -> 12.3-13.1 ms, 2 threads 7.9-8.1 -> 7.7 ms; hot in L2 0.54 -> 0.49 ns per
+// element. Groups of 2 or 8 vectors measured slower (0.71 and 0.65 ns hot, the first version);
+// software prefetch of the inputs 256-1024 elements ahead made no difference.
+constexpr int kGroupVecs = 4;
+constexpr std::int64_t kGroupElems = 16 * kGroupVecs;
+
+// An operand: an input's run, read at the group's element (p), or a register (reg).
+struct GroupSrc {
+  const float* p;
+  std::uint8_t reg;
+};
+
+struct GroupStep {
+  EwOp op;
+  std::uint8_t dst;
+  GroupSrc x, y;
+};
+
+// The program's operations (inputs and constants resolved) and registers.
+struct GroupProgram {
+  GroupStep steps[EwProgram::kMaxInstrs];
+  int count = 0;
+  GroupSrc result{};
+  bool last_is_result = false;  // the last step computes the result (stored to out directly)
+  __m512 r[EwProgram::kMaxRegs][kGroupVecs];
+};
+
+// Vector k of src in the group at element i (kFull: all its lanes, else those of m).
+template <bool kFull>
+inline __m512 fetch(const GroupProgram& g, const GroupSrc& src, std::int64_t i, int k,
+                    __mmask16 m) {
+  if (src.p == nullptr) return g.r[src.reg][k];
+  const float* p = src.p + i + 16 * k;
+  return kFull ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+}
+
+// The group at element i of the run: every step, the result's vectors handed to store(k, v).
+template <bool kFull, class Store>
+inline void run_group(GroupProgram& g, std::int64_t i, const __mmask16* m, Store store) {
+  const auto mask = [m](int k) { return kFull ? static_cast<__mmask16>(0xFFFF) : m[k]; };
+  for (int s = 0; s < g.count; ++s) {
+    const GroupStep& st = g.steps[s];
+    __m512* d = g.r[st.dst];
+    const bool to_out = g.last_is_result && s == g.count - 1;
+    const auto put = [&](int k, __m512 v) {
+      if (to_out) {
+        store(k, v);
+      } else {
+        d[k] = v;
+      }
+    };
+    if (st.op >= EwOp::kNeg) {
+      with_any_unary(st.op, [&](auto f) {
+        for (int k = 0; k < kGroupVecs; ++k) put(k, f(fetch<kFull>(g, st.x, i, k, mask(k))));
+      });
+    } else {
+      with_binary(st.op, [&](auto f) {
+        for (int k = 0; k < kGroupVecs; ++k) {
+          put(k, f(fetch<kFull>(g, st.x, i, k, mask(k)), fetch<kFull>(g, st.y, i, k, mask(k))));
+        }
+      });
+    }
   }
+  if (!g.last_is_result) {
+    for (int k = 0; k < kGroupVecs; ++k) store(k, fetch<kFull>(g, g.result, i, k, mask(k)));
+  }
+}
+
+// A partial group: the len (< kGroupElems) elements at i, loaded and stored through masks.
+inline void run_partial_group(GroupProgram& g, float* d, std::int64_t i, std::int64_t len) {
+  __mmask16 m[kGroupVecs];
+  for (int k = 0; k < kGroupVecs; ++k) {
+    const std::int64_t left = len - 16 * k;
+    m[k] = left <= 0 ? static_cast<__mmask16>(0) : tail_mask(left);
+  }
+  run_group<false>(g, i, m,
+                   [&](int k, __m512 v) { _mm512_mask_storeu_ps(d + i + 16 * k, m[k], v); });
+}
+
+}  // namespace
+
+bool program_avx512_covers(const EwProgram& p) {
+  for (int i = 0; i < p.size; ++i) {
+    const EwOp op = p.code[static_cast<std::size_t>(i)].op;
+    if (op == EwOp::kInput || op == EwOp::kScalar) continue;
+    const auto none = [](auto) {};
+    if (op >= EwOp::kNeg ? !with_any_unary(op, none) : !with_binary(op, none)) return false;
+  }
+  return true;
+}
+
+void program_run_avx512(const EwProgram& p, const EwOperand* in, float* d, std::int64_t n,
+                        bool stream) {
+  GroupProgram g;
+  GroupSrc src[EwProgram::kMaxRegs] = {};
+  for (int i = 0; i < p.size; ++i) {
+    const EwInstr& c = p.code[static_cast<std::size_t>(i)];
+    const bool scalar_input = c.op == EwOp::kInput && in[c.a].scalar;
+    src[c.dst] = {nullptr, c.dst};
+    if (c.op == EwOp::kScalar || scalar_input) {
+      const __m512 v = _mm512_set1_ps(scalar_input ? *in[c.a].data : c.imm);
+      for (int k = 0; k < kGroupVecs; ++k) g.r[c.dst][k] = v;
+    } else if (c.op == EwOp::kInput) {
+      src[c.dst].p = in[c.a].data;
+    } else {
+      g.steps[g.count++] = {c.op, c.dst, src[c.a], src[c.b]};
+    }
+  }
+  g.result = src[p.result];
+  g.last_is_result = g.count > 0 && g.steps[g.count - 1].dst == p.result;
+  std::int64_t i = 0;
+  if (stream) {  // ordinary stores up to d's first 64-byte line, then whole lines streamed
+    const auto mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(d) & 63U) / 4U);
+    i = mis == 0 ? 0 : std::min<std::int64_t>(16 - mis, n);
+    if (i > 0) run_partial_group(g, d, 0, i);
+  }
+  for (; i + kGroupElems <= n; i += kGroupElems) {
+    run_group<true>(g, i, nullptr, [&](int k, __m512 v) { store16(d + i + 16 * k, v, stream); });
+  }
+  if (i < n) run_partial_group(g, d, i, n - i);
 }
 
 }  // namespace ka::kernels::detail

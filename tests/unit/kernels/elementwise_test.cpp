@@ -357,6 +357,66 @@ TEST(ElementwiseCpu, StreamedSingleOpsOnEveryIsaPath) {
   }
 }
 
+// Chains of every op with an AVX-512 vector form (evaluated there in vector groups, Note
+// [Fused vector groups]) on every ISA path: a bias broadcast over rows, a per-row scalar, a
+// 0-d input and a constant; rows shorter and longer than a group, blocks that start mid-row,
+// streamed or not, into an out 12 bytes past a line (nothing outside it written); in place.
+TEST(ElementwiseCpu, FusedChainsOnEveryIsaPath) {
+  at::manual_seed(16);
+  EwProgram p;  // gelu_tanh(max(silu(x + b) * sigmoid(r) - c, -exp(r * 0.25) / s)) + relu(x - 0.5)
+  const int x = p.input(0);
+  const int r = p.input(2);
+  const int silu = p.unary(EwOp::kSilu, p.binary(EwOp::kAdd, x, p.input(1)));
+  const int t5 =
+      p.binary(EwOp::kSub, p.binary(EwOp::kMul, silu, p.unary(EwOp::kSigmoid, r)), p.input(3));
+  const int e = p.unary(EwOp::kExp, p.binary(EwOp::kMul, r, p.scalar(0.25F)));
+  const int t8 = p.unary(EwOp::kNeg, e);
+  const int t9 = p.binary(EwOp::kMax, t5, p.binary(EwOp::kDiv, t8, p.input(4)));
+  const int t7 = p.unary(EwOp::kRelu, p.binary(EwOp::kSub, x, p.scalar(0.5F)));
+  p.set_result(p.binary(EwOp::kAdd, p.unary(EwOp::kGeluTanh, t9), t7));
+  EwProgram in_place;  // z = gelu_tanh(z + b) * 2 + z
+  const int z = in_place.input(0);
+  const int g = in_place.unary(EwOp::kGeluTanh, in_place.binary(EwOp::kAdd, z, in_place.input(1)));
+  in_place.set_result(in_place.binary(
+      EwOp::kAdd, in_place.binary(EwOp::kMul, g, in_place.scalar(2.0F)), z));
+  for (const std::string& isa : runnable_isas()) {
+    const IsaGuard guard(isa);
+    for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {7, 33}, {3, 64}, {5, 100}, {2, 1000}, {1, 4100}}) {
+      for (const std::int64_t stream : {0, 1}) {
+        for (const std::int64_t block : {1000, 4096}) {
+          LaunchConfig cfg = config(block, 2);
+          cfg.set("stream", stream);
+          const std::string what = isa + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                   " stream=" + std::to_string(stream) +
+                                   " block=" + std::to_string(block);
+          const at::Tensor xt = at::randn({rows, cols}) * 2;
+          const at::Tensor bias = at::randn({cols});
+          const at::Tensor res = at::randn({rows, cols});
+          at::Tensor col = at::randn({rows, 1});
+          col[rows / 2][0] = NAN;  // max's first operand NaN along a row
+          const at::Tensor s = at::full({}, 1.5F);
+          const std::int64_t n = rows * cols;
+          const at::Tensor base = at::full({n + 6}, NAN);
+          at::Tensor out = base.slice(0, 3, n + 3).view({rows, cols});
+          run(p, out, {xt, bias, res, col, s}, cfg);
+          const at::Tensor want =
+              at::gelu(at::maximum(at::silu(xt + bias) * at::sigmoid(res) - col,
+                                   -at::exp(res * 0.25) / s),
+                       "tanh") +
+              at::relu(xt - 0.5);
+          expect_close(out, want, "chain " + what);
+          EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before";
+          EXPECT_TRUE(base.slice(0, n + 3).isnan().all().item<bool>()) << what << ": wrote after";
+          at::Tensor zt = res.clone();
+          run(in_place, zt, {zt, bias}, cfg);
+          expect_close(zt, at::gelu(res + bias, "tanh") * 2 + res, "in place " + what);
+        }
+      }
+    }
+  }
+}
+
 TEST(ElementwiseCpu, DefaultStreamsOnlyOutputsBeyondTheLastLevelCache) {
   const KernelDescriptor& d = elementwise_f32_cpu_descriptor();
   const std::int64_t l3 = cpu_fingerprint().l3_bytes;
