@@ -22,12 +22,16 @@ namespace {
 // The portable exp_f32 (Note [Vectorizable exp]) spends about half its instructions building
 // 2^n by hand and on selects for the range ends and NaN. AVX-512's vscalefps does both: it
 // multiplies by 2^n for any n, overflowing to inf and underflowing through the denormals to 0
-// exactly like a true exp, and passes NaN through. What remains is Cephes' reduction and
-// polynomial, unchanged, so results agree with exp_f32 to about an ulp: clamp x to
-// [-104, 89] (keeps n finite; min/max with x as the second operand keep NaN), n = round(x /
-// ln2), r = x − n·ln2 in two steps, e^r by the degree-6 polynomial, scalef(e^r, n). About
-// three times fewer instructions: softmax's exp-and-sum went from 0.46 to 0.22 ns per element
-// in L1.
+// exactly like a true exp, and passes NaN through. What remains is Cephes' reduction: clamp
+// x to [-104, 89] (keeps n finite; min/max with x as the second operand keep NaN), n =
+// round(x / ln2), r = x − n·ln2 in two steps, then e^r, scalef(e^r, n). About three times
+// fewer instructions: softmax's exp-and-sum went from 0.46 to 0.22 ns per element in L1.
+// e^r is a degree-6 polynomial in Horner form, six FMAs, its coefficients a Chebyshev fit of
+// e^r on [−ln2/2, ln2/2] (mpmath's chebyfit, rounded to float; the r and 1 terms come out as
+// exactly 1). Cephes' form (1 + r + r²·P5(r)) takes eight instructions for the same accuracy:
+// the fit measured at most 0.85 ulp in float arithmetic on the reduced range, and the whole
+// exp at most 1.04 ulp over [−87, 88] (the test holds it to 2); gelu_tanh 0.356 -> 0.329,
+// silu 0.257 -> 0.236, softmax 0.288 -> 0.264 ns per element hot on one thread.
 // `nonpositive`: x is known to be <= 0 or NaN (softmax's x − max), so the upper clamp goes.
 template <bool nonpositive = false>
 inline __m512 exp16(__m512 x) {
@@ -37,14 +41,13 @@ inline __m512 exp16(__m512 x) {
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375F), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4F), r);
-  const __m512 z = _mm512_mul_ps(r, r);
-  __m512 p = _mm512_set1_ps(1.9875691500E-4F);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3F));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3F));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2F));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1F));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1F));
-  p = _mm512_fmadd_ps(p, z, _mm512_add_ps(r, _mm512_set1_ps(1.0F)));
+  __m512 p = _mm512_set1_ps(0.0013941108481958508F);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.00837512593716383F));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.04166635125875473F));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.16666415333747864F));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5F));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0F));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0F));
   return _mm512_scalef_ps(p, n);
 }
 
@@ -88,12 +91,13 @@ bool with_unary(EwOp op, Body body) {
       return true;
     case EwOp::kGeluTanh:
       // 0.5·x·(1 + tanh(u)) = x / (1 + e^(−2u)), u = √(2/π)·(x + 0.044715·x³).
+      // −2u = x · (−2·√(2/π)·0.044715 · x² − 2·√(2/π)): the −2 folded into the constants.
       body([](__m512 x) {
         const __m512 x2 = _mm512_mul_ps(x, x);
-        const __m512 inner = _mm512_mul_ps(
-            x, _mm512_fmadd_ps(x2, _mm512_set1_ps(0.044715F * 0.79788456080286536F),
-                               _mm512_set1_ps(0.79788456080286536F)));
-        return over_one_plus_exp(x, _mm512_mul_ps(inner, _mm512_set1_ps(-2.0F)));
+        const __m512 minus_2u = _mm512_mul_ps(
+            x, _mm512_fmadd_ps(x2, _mm512_set1_ps(-2.0F * 0.044715F * 0.79788456080286536F),
+                               _mm512_set1_ps(-2.0F * 0.79788456080286536F)));
+        return over_one_plus_exp(x, minus_2u);
       });
       return true;
     default:

@@ -102,6 +102,14 @@ TEST(ElementwiseCpu, ExpCoversItsWholeRangeOnEveryIsaPath) {
     at::Tensor sout = at::empty_like(special);
     run(unary_program(EwOp::kExp), sout, {special});
     expect_close(sout, at::exp(special), "exp special values [" + isa + "]");
+    // Within 2 ulp of the exact value (double) where the result is a normal float.
+    const at::Tensor normal = at::linspace(-87.0, 88.0, 350001);
+    at::Tensor nout = at::empty_like(normal);
+    run(unary_program(EwOp::kExp), nout, {normal});
+    const at::Tensor exact = at::exp(normal.to(at::kDouble));
+    const at::Tensor ulp = at::exp2(at::floor(at::log2(exact)) - 23);
+    const double worst = ((nout.to(at::kDouble) - exact).abs() / ulp).max().item<double>();
+    EXPECT_LE(worst, 2.0) << "exp [" + isa + "]: worst error in ulp";
   }
 }
 
