@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
                  "take ka's configs from this tuned table (a ka database written by ka-tune, or "
                  "an export); default: KA_TUNED_TABLE if set, else the kernels' heuristics");
   app.add_option("-t,--threads", options.threads,
-                 "threads for libtorch and for ka's GEMM cases (0 = all logical cores); ka's "
-                 "graph runs use all cores")
+                 "threads for libtorch and for ka, its kernels and its graph runs alike (0 = all "
+                 "logical cores)")
       ->capture_default_str();
   app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
       ->capture_default_str();
