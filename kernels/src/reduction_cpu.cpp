@@ -294,11 +294,32 @@ void softmax_columns(const SoftmaxArgs& a, const RowTensors& rt, const Space& ro
 // of 4096 hot in cache: softmax 0.55 -> 0.30 ns per element, layer_norm 0.29 -> 0.22; 4096 x
 // 4096 on 2 threads: softmax 6.3 -> 3.8 ms, layer_norm 4.6 -> 3.8 ms (ka_memory_bench).
 
+// Whether tensor t is one value along the row (a per-row scalar, as mean[:, None]).
+bool row_broadcast(const Space& row, int t) {
+  for (int d = 0; d < row.nd; ++d) {
+    if (row.strides[t][d] != 0) return false;
+  }
+  return true;
+}
+
 // x of row elements: the prologue's input row `src` when it is one read in place
-// (result_input), else the prologue evaluated into out (contiguous) chunk by chunk.
+// (result_input), else the prologue evaluated into out (contiguous): in one pass of vector
+// groups (Note [Fused vector groups]) where every input row is contiguous or one value and
+// the program has vector forms (no copy from a chunk buffer into out), else chunk by chunk.
 const float* row_x(const EwProgram& p, int src, const Space& row, const float* const* bases,
                    float* out, std::int64_t n, RowScratch& s) {
   if (src >= 0) return bases[src];
+  detail::EwOperand in[EwProgram::kMaxInputs];
+  bool fused = detail::program_avx512_covers(p);
+  for (int i = 0; i < p.inputs && fused; ++i) {
+    const bool scalar = row_broadcast(row, i + 1);
+    fused = scalar || row_contiguous(row, i + 1);
+    in[i] = {bases[i + 1], scalar};
+  }
+  if (fused) {
+    detail::program_run_avx512(p, in, out, n, false);
+    return out;
+  }
   for (std::int64_t e = 0; e < n; e += kEwChunk) {
     (void)prologue_chunk(p, row, bases, out, e, std::min(kEwChunk, n - e), s);
   }

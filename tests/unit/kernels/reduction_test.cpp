@@ -176,6 +176,11 @@ TEST(SoftmaxCpu, ScaleAndMaskPrologue) {
   const at::Tensor mask2 = at::randn({257});
   expect_close(run_softmax(x, 1, config(5, 1), mask2, scale), at::softmax(x * scale + mask2, 1),
                1e-5, 1e-7, "scale+row mask over dim 1");
+  // One mask value per row (stride 0 along the row), the last dim: on AVX-512 the prologue
+  // runs in vector groups with that value broadcast (Note [Fused vector groups]).
+  const at::Tensor per_row = at::randn({1, 4, 33, 1}) * 4;
+  expect_close(run_softmax(x, 3, config(16, 2), per_row, scale),
+               at::softmax(x * scale + per_row, 3), 1e-5, 1e-7, "scale+per-row value over dim 3");
   // A row fully masked is NaN, as in ATen.
   at::Tensor all = at::full({1, 8}, -INFINITY);
   const at::Tensor got = run_softmax(at::zeros({1, 8}), 1, config(1, 1), all, 1.0F);
