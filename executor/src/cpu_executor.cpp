@@ -152,7 +152,21 @@ bool CpuExecutor::run_one_block(std::unique_lock<std::mutex>& lock) {
     n->done_blocks += n->task.cpu.blocks - n->next_block;
     n->next_block = n->task.cpu.blocks;
   }
-  if (n->done_blocks == n->task.cpu.blocks && n->active == 0) finish(*n);
+  if (n->done_blocks == n->task.cpu.blocks && n->active == 0) {
+    // A split launch's second phase, once, by the thread that ran its last block; no block of
+    // n is left to hand out, so n is this thread's alone until finish().
+    if (!n->error && n->task.cpu.finish_fn != nullptr) {
+      lock.unlock();
+      try {
+        n->task.cpu.finish();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      if (error) n->error = error;
+    }
+    finish(*n);
+  }
   return true;
 }
 

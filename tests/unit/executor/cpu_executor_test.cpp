@@ -150,6 +150,83 @@ TEST(CpuExecutor, AFailedTaskFailsItsDependentsWithoutRunningThem) {
   EXPECT_EQ(ex.in_flight(), 0U);
 }
 
+// A split launch (CpuLaunch::bind_split): blocks write their slots of the scratch, the finish
+// phase runs once, after every block, and sees all of them; a dependent runs after it.
+struct SplitJob {
+  std::atomic<int>* finishes;
+  std::atomic<int>* blocks_done;
+  std::atomic<int>* done_at_finish;  // blocks done when finish ran
+  double* total;
+  bool fail;
+};
+
+void split_block(const SplitJob& j, std::int64_t block, double* scratch) {
+  if (j.fail && block == 2) throw ValueError("split block failed on purpose");
+  std::this_thread::sleep_for(std::chrono::microseconds(200));
+  scratch[block] = static_cast<double>(block + 1);
+  j.blocks_done->fetch_add(1);
+}
+
+void split_finish(const SplitJob& j, const double* scratch) {
+  j.done_at_finish->store(j.blocks_done->load());
+  double t = 0.0;
+  for (int b = 0; b < 8; ++b) t += scratch[b];
+  *j.total = t;
+  j.finishes->fetch_add(1);
+}
+
+TEST(CpuExecutor, SplitLaunchFinishesOnceAfterEveryBlock) {
+  for (const int workers : {1, 2, 3}) {
+    CpuExecutor ex(workers);
+    std::atomic<int> finishes{0};
+    std::atomic<int> done{0};
+    std::atomic<int> done_at_finish{-1};
+    double total = 0.0;
+    std::vector<float> out(1), after(1);
+    KernelTask t;
+    t.device = Device::cpu();
+    t.label = "split";
+    t.ranges = {range_of(out, Access::kWrite)};
+    t.cpu.bind_split<SplitJob, &split_block, &split_finish>(
+        {&finishes, &done, &done_at_finish, &total, false}, 8, 3);
+    std::atomic<int> clock{0};
+    Stamps dep;
+    std::vector<KernelTask> batch;
+    batch.push_back(std::move(t));
+    batch.push_back(probe_task({&clock, &dep.start, &dep.end, &after, 1.0F, 10}, 1, 1,
+                               {range_of(out, Access::kRead), range_of(after, Access::kWrite)},
+                               "reads the split's output"));
+    ex.submit_batch(std::move(batch));
+    ex.wait_all();
+    EXPECT_EQ(finishes.load(), 1) << workers << " workers";
+    EXPECT_EQ(done_at_finish.load(), 8) << workers << " workers";
+    EXPECT_EQ(total, 36.0) << workers << " workers";
+    EXPECT_NE(dep.start.load(), -1);
+  }
+  // run_on_pool (the direct entry points) runs the finish phase too.
+  std::atomic<int> finishes{0};
+  std::atomic<int> done{0};
+  std::atomic<int> done_at_finish{-1};
+  double total = 0.0;
+  kernels::CpuLaunch launch;
+  launch.bind_split<SplitJob, &split_block, &split_finish>(
+      {&finishes, &done, &done_at_finish, &total, false}, 8, 2);
+  kernels::run_on_pool(launch);
+  EXPECT_EQ(finishes.load(), 1);
+  EXPECT_EQ(total, 36.0);
+  // A failed block: no finish, and the error reaches the waiter.
+  CpuExecutor ex(2);
+  finishes = 0;
+  KernelTask bad;
+  bad.device = Device::cpu();
+  bad.label = "split, failing";
+  bad.cpu.bind_split<SplitJob, &split_block, &split_finish>(
+      {&finishes, &done, &done_at_finish, &total, true}, 8, 2);
+  const auto id = ex.submit(std::move(bad));
+  EXPECT_THROW(ex.wait(id), ValueError);
+  EXPECT_EQ(finishes.load(), 0);
+}
+
 TEST(CpuExecutor, ManyTasksOnOneBufferRunInSubmissionOrder) {
   CpuExecutor ex(2);
   std::vector<float> x(8, 0.0F);
