@@ -7,7 +7,8 @@
 // element), which says whether a kernel is bound by its arithmetic or by memory.
 //
 //   ka_memory_bench [--threads N] [--rounds R] [--only NAME] [--set TUNABLE=VALUE ...]
-//   (NAME: add, mul_scalar, relu, gelu_tanh, silu, bias_gelu_residual, softmax, layer_norm)
+//   (NAME: add, mul_scalar, relu, gelu_tanh, silu, bias_gelu_residual, softmax, layer_norm,
+//   sum_rows, sum_cols, sum_all)
 #include <ka/core/launch_config.hpp>
 #include <ka/core/shape_key.hpp>
 #include <ka/kernels/cpu_launch.hpp>
@@ -172,6 +173,28 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     out.push_back({"layer_norm", n, 8.0 * static_cast<double>(n) + 8.0 * cols,
                    [args, config] { report(ka::kernels::layer_norm_f32_cpu(*args, config)); }});
   }
+  // Sums: over the rows (x.sum(1)), over the columns (x.sum(0)) and over everything; they
+  // only read (bytes: the input and the outputs), so they can pass 100% of a copy.
+  const auto sum = [&](const char* name, std::uint64_t mask, const TensorView& in,
+                       const TensorView& o) {
+    auto args = std::make_shared<ka::kernels::SumArgs>();
+    args->in = in;
+    args->out = o;
+    args->reduce_mask = mask;
+    const ka::TensorSpec spec{DType::kFloat32, {in.sizes.begin(), in.sizes.begin() + in.ndim},
+                              true};
+    const ka::LaunchConfig config = with_overrides(
+        ka::kernels::sum_f32_cpu_descriptor(), ka::ShapeKey("aten::sum.dim_IntList", {spec}));
+    out.push_back({name, n, 4.0 * static_cast<double>(n + o.numel()),
+                   [args, config] { report(ka::kernels::sum_f32_cpu(*args, config)); }});
+  };
+  if (only.empty() || only == "sum_rows") {
+    sum("sum_rows", 2U, view(buffer(n), {rows, cols}), view(buffer(rows), {rows, 1}));
+  }
+  if (only.empty() || only == "sum_cols") {
+    sum("sum_cols", 1U, view(buffer(n), {rows, cols}), view(buffer(cols), {1, cols}));
+  }
+  if (only.empty() || only == "sum_all") sum("sum_all", 1U, view(buffer(n), {n}), view(buffer(1), {1}));
   return out;
 }
 
@@ -198,7 +221,7 @@ int main(int argc, char** argv) {
                 "kernel's cost on one thread hot in cache (ns per element).\n"
                 "KA_MEMORY_BENCH_VERBOSE=1 prints every round.\n"
                 "NAME: add, mul_scalar, relu, gelu_tanh, silu, bias_gelu_residual, softmax, "
-                "layer_norm\n"
+                "layer_norm, sum_rows, sum_cols, sum_all\n"
                 "--set overrides a tunable of the default configs (e.g. stream=1, "
                 "rows_per_block=16).");
       return 0;

@@ -274,6 +274,12 @@ void accumulate_f32(float* __restrict acc, const float* __restrict x, std::int64
 }
 
 KA_EW_TARGET_CLONES
+void accumulate4_f32(float* __restrict acc, const float* x0, const float* x1, const float* x2,
+                     const float* x3, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) acc[i] += (x0[i] + x1[i]) + (x2[i] + x3[i]);
+}
+
+KA_EW_TARGET_CLONES
 void accumulate_f64(double* __restrict acc, const float* __restrict x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(x[i]);
 }

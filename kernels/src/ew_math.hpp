@@ -149,6 +149,11 @@ bool program_avx512_covers(const EwProgram& p);
 /// stream_fence() before handing d to another thread.
 void program_run_avx512(const EwProgram& p, const EwOperand* in, float* d, std::int64_t n,
                         bool stream);
+/// The sums of `count` (1 to 4) contiguous rows x[r][0..n), read side by side (Note [Row
+/// sums]): in float over blocks of 2048 elements, in double across them.
+void rows_sum_avx512(const float* const* x, int count, std::int64_t n, double* sums);
+/// The sum of one contiguous run x[0..n), its four quarters read side by side when it is long.
+double run_sum_avx512(const float* x, std::int64_t n);
 /// layer_norm of one contiguous row of n floats (Note [AVX-512 row kernels]): out = (x − mean)
 /// · rstd · w + b, w and b optional (null); out may be x. `stream`: out is written with
 /// streaming stores (call stream_fence() before handing it to another thread). Prefetches
@@ -286,6 +291,9 @@ void exp_sub_accumulate(float* __restrict xd, const float* __restrict m, float* 
 void mul_inplace(float* __restrict d, const float* __restrict f, std::int64_t n);
 /// acc[i] += x[i].
 void accumulate_f32(float* __restrict acc, const float* __restrict x, std::int64_t n);
+/// acc[i] += (x0[i] + x1[i]) + (x2[i] + x3[i]): four rows of a column sum at once.
+void accumulate4_f32(float* __restrict acc, const float* x0, const float* x1, const float* x2,
+                     const float* x3, std::int64_t n);
 /// acc[i] += x[i] in double.
 void accumulate_f64(double* __restrict acc, const float* __restrict x, std::int64_t n);
 

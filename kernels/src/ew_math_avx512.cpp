@@ -292,6 +292,72 @@ void stream_store_avx512(float* __restrict dst, const float* __restrict src, std
           [src](std::int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, src + i); });
 }
 
+namespace {
+
+// rows_sum_avx512 for a fixed number of rows, R side by side: two vector accumulators each.
+template <int R>
+void rows_sum(const float* const* x, std::int64_t n, double* sums) {
+  for (int r = 0; r < R; ++r) sums[r] = 0.0;
+  for (std::int64_t b = 0; b < n; b += kSumBlock) {
+    const std::int64_t e = b + kSumBlock < n ? b + kSumBlock : n;
+    __m512 a[R][2];
+    for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm512_setzero_ps();
+    std::int64_t i = b;
+    for (; i + 32 <= e; i += 32) {
+      for (int r = 0; r < R; ++r) {
+        a[r][0] = _mm512_add_ps(a[r][0], _mm512_loadu_ps(x[r] + i));
+        a[r][1] = _mm512_add_ps(a[r][1], _mm512_loadu_ps(x[r] + i + 16));
+      }
+    }
+    for (; i < e; i += 16) {
+      const __mmask16 m = tail_mask(e - i);
+      for (int r = 0; r < R; ++r) {
+        a[r][0] = _mm512_mask_add_ps(a[r][0], m, a[r][0], _mm512_maskz_loadu_ps(m, x[r] + i));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      sums[r] += static_cast<double>(_mm512_reduce_add_ps(_mm512_add_ps(a[r][0], a[r][1])));
+    }
+  }
+}
+
+}  // namespace
+
+double run_sum_avx512(const float* x, std::int64_t n) {
+  double sums[4];
+  if (n < 4 * kSumBlock) {
+    rows_sum<1>(&x, n, sums);
+    return sums[0];
+  }
+  const std::int64_t q = n / 4 / 16 * 16;
+  const float* parts[4] = {x, x + q, x + 2 * q, x + 3 * q};
+  rows_sum<4>(parts, q, sums);
+  double total = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+  if (4 * q < n) {
+    const float* tail = x + 4 * q;
+    rows_sum<1>(&tail, n - 4 * q, sums);
+    total += sums[0];
+  }
+  return total;
+}
+
+void rows_sum_avx512(const float* const* x, int count, std::int64_t n, double* sums) {
+  switch (count) {
+    case 1:
+      rows_sum<1>(x, n, sums);
+      break;
+    case 2:
+      rows_sum<2>(x, n, sums);
+      break;
+    case 3:
+      rows_sum<3>(x, n, sums);
+      break;
+    default:
+      rows_sum<4>(x, n, sums);
+      break;
+  }
+}
+
 void layer_norm_row_avx512(const float* x, const float* w, const float* b, float* out,
                            std::int64_t n, float eps, bool stream, const float* next) {
   const double mean_d = row_sum(x, n, [](__m512 v) { return v; }) / static_cast<double>(n);

@@ -352,6 +352,40 @@ TEST(SumCpu, LongReductionsStayAccurate) {
   expect_close(run_sum(at::empty({4, 0}), 2, config(1, 1)), at::zeros({4, 1}), 0, 0, "zero-length");
 }
 
+// The sum's paths on every ISA path: rows split over blocks when there are fewer outputs
+// than threads (Note [Split sums]; contiguous and strided rows, odd lengths), rows read four
+// at a time (Note [Row sums]) with 1-3 left over, column strips wider than one strip with a
+// row count that is not a multiple of four (Note [Column sums]).
+TEST(SumCpu, SplitMultiRowAndColumnPathsOnEveryIsaPath) {
+  at::manual_seed(8);
+  for (const std::string& isa : test::runnable_isas()) {
+    const test::IsaGuard guard(isa);
+    for (const int threads : {1, 2, 4}) {
+      const LaunchConfig cfg = config(1, threads);
+      const std::string what = " [" + isa + ", " + std::to_string(threads) + " threads]";
+      for (const std::int64_t n : {1, 15, 8195, 262147, 1048576}) {
+        const at::Tensor x = at::rand({n}) - 0.25;
+        expect_close(run_sum(x, 1, cfg), ref_sum(x, 1), 1e-5, 1e-3,
+                     "all of " + std::to_string(n) + what);
+      }
+      const at::Tensor few = at::rand({3, 200003});
+      expect_close(run_sum(few, 2, cfg), ref_sum(few, 2), 1e-5, 1e-3, "3 long rows" + what);
+      const at::Tensor strided = at::rand({600006}).slice(0, 0, 600006, 2);
+      expect_close(run_sum(strided, 1, cfg), ref_sum(strided, 1), 1e-5, 1e-3,
+                   "strided row" + what);
+      for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+               {7, 1000}, {5, 37}, {9, 4099}}) {
+        const at::Tensor r = at::randn({rows, cols});
+        expect_close(run_sum(r, 2, config(16, threads)), ref_sum(r, 2), 1e-5, 1e-4,
+                     std::to_string(rows) + " rows of " + std::to_string(cols) + what);
+      }
+      const at::Tensor c = at::randn({1001, 1030});
+      expect_close(run_sum(c, 1, config(16, threads)), ref_sum(c, 1), 1e-5, 1e-3,
+                   "columns of 1001 x 1030" + what);
+    }
+  }
+}
+
 TEST(ReductionCpu, EveryPointOfEachSpaceRuns) {
   at::manual_seed(7);
   const at::Tensor x = at::randn({9, 130});
