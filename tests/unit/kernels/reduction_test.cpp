@@ -447,10 +447,17 @@ TEST(ReductionCpu, WarmCallsAllocateNothing) {
   su.out = view_of(sums);
   su.in = view_of(x);
   su.reduce_mask = 2;
+  // A sum split over blocks (one output, Note [Split sums]): its partials live in the launch.
+  const at::Tensor long_row = at::randn({262144});
+  at::Tensor total = at::empty({1});
+  SumArgs split;
+  split.out = view_of(total);
+  split.in = view_of(long_row);
+  split.reduce_mask = 1;
   const LaunchConfig cfg = config(4, 2);
   const auto all = [&] {
     return softmax_f32_cpu(sm, cfg).is_ok() && layer_norm_f32_cpu(ln, cfg).is_ok() &&
-           sum_f32_cpu(su, cfg).is_ok();
+           sum_f32_cpu(su, cfg).is_ok() && sum_f32_cpu(split, cfg).is_ok();
   };
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(all());
   const long before = ka_test_allocation_count();
