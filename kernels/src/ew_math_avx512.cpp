@@ -18,6 +18,18 @@
 namespace ka::kernels::detail {
 namespace {
 
+// The first min(left, 16) lanes (left >= 1).
+inline __mmask16 tail_mask(std::int64_t left) {
+  return static_cast<__mmask16>((1U << (left < 16 ? left : 16)) - 1U);
+}
+
+// Elements of d (at most n) before its first 64-byte line: what a streamed output writes
+// with ordinary stores so that its streaming stores are whole, aligned lines.
+inline std::int64_t stream_head(const float* d, std::int64_t n) {
+  const auto mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(d) & 63U) / 4U);
+  return mis == 0 ? 0 : std::min<std::int64_t>(16 - mis, n);
+}
+
 // Note [AVX-512 exp]
 // The portable exp_f32 (Note [Vectorizable exp]) spends about half its instructions building
 // 2^n by hand and on selects for the range ends and NaN. AVX-512's vscalefps does both: it
@@ -64,7 +76,7 @@ void map16(const float* __restrict a, float* __restrict d, std::int64_t n, F f) 
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, f(_mm512_loadu_ps(a + i)));
   if (i < n) {
-    const auto m = static_cast<__mmask16>((1U << (n - i)) - 1U);
+    const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(d + i, m, f(_mm512_maskz_loadu_ps(m, a + i)));
   }
 }
@@ -196,8 +208,7 @@ float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, const fl
     acc1 = _mm512_add_ps(acc1, v1);
   }
   for (; i < n; i += 16) {
-    const std::int64_t left = n - i < 16 ? n - i : 16;
-    const auto m = static_cast<__mmask16>((1U << left) - 1U);
+    const __mmask16 m = tail_mask(n - i);
     if (drain != nullptr) drain->at(i);
     const __m512 v = exp16<true>(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
     _mm512_mask_storeu_ps(d + i, m, v);
@@ -219,10 +230,6 @@ namespace {
 // each lane adds n/64 values) and in double across blocks: the row kernels' results then match
 // ATen's to ~1e-6 for any row length, at the speed of a float loop.
 constexpr std::int64_t kSumBlock = 2048;
-
-inline __mmask16 tail_mask(std::int64_t left) {
-  return static_cast<__mmask16>((1U << (left < 16 ? left : 16)) - 1U);
-}
 
 // Sum of f(x[i]) over [0, n), f applied to vectors (zeros past n are never passed to f: masked
 // lanes are dropped from the sum).
@@ -268,8 +275,7 @@ template <class F>
 void row_map(float* d, std::int64_t n, bool stream, F f) {
   std::int64_t i = 0;
   if (stream) {
-    const auto mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(d) & 63U) / 4U);
-    const std::int64_t head = mis == 0 ? 0 : (16 - mis < n ? 16 - mis : n);
+    const std::int64_t head = stream_head(d, n);
     if (head > 0) {
       const __mmask16 m = tail_mask(head);
       _mm512_mask_storeu_ps(d, m, f(std::int64_t{0}, m));
@@ -482,7 +488,6 @@ bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b
   return with_binary(op, stream);
 }
 
-
 namespace {
 
 // Note [Fused vector groups]
@@ -607,8 +612,7 @@ void program_run_avx512(const EwProgram& p, const EwOperand* in, float* d, std::
   g.last_is_result = g.count > 0 && g.steps[g.count - 1].dst == p.result;
   std::int64_t i = 0;
   if (stream) {  // ordinary stores up to d's first 64-byte line, then whole lines streamed
-    const auto mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(d) & 63U) / 4U);
-    i = mis == 0 ? 0 : std::min<std::int64_t>(16 - mis, n);
+    i = stream_head(d, n);
     if (i > 0) run_partial_group(g, d, 0, i);
   }
   for (; i + kGroupElems <= n; i += kGroupElems) {
