@@ -302,21 +302,27 @@ bool row_broadcast(const Space& row, int t) {
   return true;
 }
 
+// Whether a computed prologue runs over whole rows in vector groups (Note [Fused vector
+// groups]): the program has vector forms and every input row is contiguous or one value. The
+// same for every row of a launch: the row kernels ask once per block.
+bool prologue_fuses(const EwProgram& p, const Space& row) {
+  if (!detail::program_avx512_covers(p)) return false;
+  for (int i = 0; i < p.inputs; ++i) {
+    if (!row_broadcast(row, i + 1) && !row_contiguous(row, i + 1)) return false;
+  }
+  return true;
+}
+
 // x of row elements: the prologue's input row `src` when it is one read in place
 // (result_input), else the prologue evaluated into out (contiguous): in one pass of vector
-// groups (Note [Fused vector groups]) where every input row is contiguous or one value and
-// the program has vector forms (no copy from a chunk buffer into out), else chunk by chunk.
-const float* row_x(const EwProgram& p, int src, const Space& row, const float* const* bases,
-                   float* out, std::int64_t n, RowScratch& s) {
+// groups where `fused` (prologue_fuses; no copy from a chunk buffer into out), else chunk by
+// chunk.
+const float* row_x(const EwProgram& p, int src, bool fused, const Space& row,
+                   const float* const* bases, float* out, std::int64_t n, RowScratch& s) {
   if (src >= 0) return bases[src];
-  detail::EwOperand in[EwProgram::kMaxInputs];
-  bool fused = detail::program_avx512_covers(p);
-  for (int i = 0; i < p.inputs && fused; ++i) {
-    const bool scalar = row_broadcast(row, i + 1);
-    fused = scalar || row_contiguous(row, i + 1);
-    in[i] = {bases[i + 1], scalar};
-  }
   if (fused) {
+    detail::EwOperand in[EwProgram::kMaxInputs];
+    for (int i = 0; i < p.inputs; ++i) in[i] = {bases[i + 1], row_broadcast(row, i + 1)};
     detail::program_run_avx512(p, in, out, n, false);
     return out;
   }
@@ -355,10 +361,11 @@ void softmax_rows_avx512(const SoftmaxJob& job, const RowTensors& rt, const Spac
   }
   detail::SoftmaxPending pending;
   const int src = result_input(p, row);
+  const bool fused = src < 0 && prologue_fuses(p, row);
   for_rows_with_next(rt, outer, src, r0, r1,
                      [&](std::int64_t r, const float* const* bases, const float* next) {
                        float* out = const_cast<float*>(bases[0]);
-                       const float* x = row_x(p, src, row, bases, out, n, s);
+                       const float* x = row_x(p, src, fused, row, bases, out, n, s);
                        if (job.stream) {
                          detail::softmax_row_streamed_avx512(
                              x, out, n, buffer.data() + (r - r0) % 2 * n, pending, next);
@@ -494,11 +501,12 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
   if (detail::avx512_active() && row_contiguous(row, 0) &&
       (w_index < 0 || row_contiguous(row, w_index)) &&
       (b_index < 0 || row_contiguous(row, b_index))) {
+    const bool fused = direct_input < 0 && prologue_fuses(p, row);
     for_rows_with_next(rt, outer, direct_input, block * job.rows_per_block, r1,
                        [&](std::int64_t, const float* const* bases, const float* next) {
                          float* out = const_cast<float*>(bases[0]);
                          detail::layer_norm_row_avx512(
-                             row_x(p, direct_input, row, bases, out, n, s),
+                             row_x(p, direct_input, fused, row, bases, out, n, s),
                              w_index >= 0 ? bases[w_index] : nullptr,
                              b_index >= 0 ? bases[b_index] : nullptr, out, n, a.eps,
                              job.stream, next);
@@ -561,8 +569,8 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
 // block's four quarters, then their next rows, so that where rows are adjacent in memory each
 // stream runs on through a quarter (against four neighbouring rows at a time, whose streams
 // restart every row: 3.3-3.6 against 3.7-3.8 ms on one thread, three alternating pairs on a
-// slow VM); column sums add four input rows per pass over their strip. (libtorch's sum does the same with its
-// multi-row loads.) Software prefetch on top made it slower (1 KiB ahead: 28 -> 20 GB/s).
+// slow VM); column sums add four input rows per pass over their strip. Software prefetch on
+// top made the test loop slower (two streams, 1 KiB ahead: 28 -> 21 GB/s).
 
 // Note [Column sums]
 // A sum whose kept dims include the input's unit-stride dim (x.sum(0) of a row-major matrix)
@@ -577,8 +585,8 @@ struct SumJob {
   const SumArgs* args;
   std::int64_t outputs;
   std::int64_t per_block;
-  bool columns;        // the input's unit-stride dim is kept: accumulate whole input rows
-  std::int64_t splits; // > 1: each output's row split over this many blocks (Note [Split sums])
+  bool columns;  // the input's unit-stride dim is kept: accumulate whole input rows
+  std::int64_t splits;  // > 1: each output's row split over this many blocks (Note [Split sums])
 };
 
 // Note [Split sums]
@@ -967,15 +975,15 @@ Status prepare_sum_f32_cpu(const SumArgs& args, const LaunchConfig& config, CpuL
     if (job.columns) job.per_block = std::max<std::int64_t>(job.per_block, kColumnStrip);
     // Fewer outputs than threads: split the rows (Note [Split sums]), two parts a thread.
     if (!job.columns && threads > 1 && job.outputs < threads) {
-      job.splits = std::min({ceil_div(2 * threads, job.outputs), n / kMinSplitElems,
-                             std::int64_t{CpuLaunch::kScratch} / job.outputs});
+      job.splits = std::max<std::int64_t>(
+          1, std::min({ceil_div(2 * threads, job.outputs), n / kMinSplitElems,
+                       std::int64_t{CpuLaunch::kScratch} / job.outputs}));
     }
   }
   if (job.splits > 1) {
     launch.bind_split<SumJob, sum_part_block, sum_parts_finish>(job, job.outputs * job.splits,
                                                                  threads);
   } else {
-    job.splits = 1;
     launch.bind<SumJob, sum_block>(job, ceil_div(job.outputs, job.per_block), threads);
   }
   return Status::ok();
