@@ -194,7 +194,9 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
   if (only.empty() || only == "sum_cols") {
     sum("sum_cols", 1U, view(buffer(n), {rows, cols}), view(buffer(cols), {1, cols}));
   }
-  if (only.empty() || only == "sum_all") sum("sum_all", 1U, view(buffer(n), {n}), view(buffer(1), {1}));
+  if (only.empty() || only == "sum_all") {
+    sum("sum_all", 1U, view(buffer(n), {n}), view(buffer(1), {1}));
+  }
   return out;
 }
 
