@@ -4,9 +4,12 @@
 // bandwidth over the mean of the two probes. The median over rounds is what ka-bench's memory
 // suite quotes as %copy, without the runtime, the graph and the output allocation around the
 // kernel. A last column gives each kernel's cost on one thread with its data hot in L2 (ns per
-// element), which says whether a kernel is bound by its arithmetic or by memory.
+// element), which says whether a kernel is bound by its arithmetic or by memory. --vs times a
+// second config in the same rounds, for A/B comparisons that the bandwidth's drift between
+// runs would otherwise drown.
 //
 //   ka_memory_bench [--threads N] [--rounds R] [--only NAME] [--set TUNABLE=VALUE ...]
+//                   [--vs TUNABLE=VALUE ...]
 //   (NAME: add, mul_scalar, relu, gelu_tanh, silu, bias_gelu_residual, softmax, layer_norm,
 //   sum_rows, sum_cols, sum_all)
 #include <ka/core/launch_config.hpp>
@@ -36,14 +39,19 @@ namespace {
 
 using ka::DType;
 
+using Overrides = std::vector<std::pair<std::string, std::int64_t>>;
 // --set NAME=VALUE overrides, applied to every kernel's default config (tunables a kernel does
 // not have are refused by it: the kernel then reports the config error).
-std::vector<std::pair<std::string, std::int64_t>> g_overrides;
+Overrides g_overrides;
+// --vs NAME=VALUE: the alternative config, applied on top of g_overrides.
+Overrides g_vs;
 
-ka::LaunchConfig with_overrides(const ka::kernels::KernelDescriptor& d, const ka::ShapeKey& key) {
+ka::LaunchConfig with_overrides(const ka::kernels::KernelDescriptor& d, const ka::ShapeKey& key,
+                                const Overrides& extra) {
   ka::LaunchConfig point = d.default_config(key);
-  if (g_overrides.empty()) return point;
+  if (g_overrides.empty() && extra.empty()) return point;
   for (const auto& [name, value] : g_overrides) point.set(name, value);
+  for (const auto& [name, value] : extra) point.set(name, value);
   return d.complete(key, point);
 }
 using ka::kernels::TensorView;
@@ -74,13 +82,31 @@ TensorView view(const Floats& f, std::initializer_list<std::int64_t> sizes) {
   return TensorView::contiguous(f.ptr, DType::kFloat32, ka::Device::cpu(), sizes);
 }
 
-// One kernel at one shape: its call (default config) and the bytes it must move.
+// One kernel at one shape: its call (default config), under --vs the call of the alternative
+// config (else empty), and the bytes it must move.
 struct Kernel {
   std::string name;
   std::int64_t elements = 0;
   double bytes = 0.0;
   std::function<void()> call;
+  std::function<void()> call_vs;
+  std::string config;     // the configs, as printed under KA_MEMORY_BENCH_VERBOSE
+  std::string config_vs;
 };
+
+// A Kernel whose calls are run(config) for the default config and the --vs one.
+template <class Run>
+Kernel kernel_of(const char* name, std::int64_t elements, double bytes,
+                 const ka::kernels::KernelDescriptor& d, const ka::ShapeKey& key, Run run) {
+  const ka::LaunchConfig a = with_overrides(d, key, {});
+  Kernel k{name, elements, bytes, [run, a] { run(a); }, {}, a.str(), {}};
+  if (!g_vs.empty()) {
+    const ka::LaunchConfig b = with_overrides(d, key, g_vs);
+    k.call_vs = [run, b] { run(b); };
+    k.config_vs = b.str();
+  }
+  return k;
+}
 
 // The kernels of suites/memory.yaml, at `rows` x 4096 elements, on buffers owned by `keep`.
 std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<Floats>>& keep,
@@ -102,11 +128,11 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
       specs.push_back({DType::kFloat32, {n}, true});
     }
     args->program = p;
-    const ka::LaunchConfig config =
-        with_overrides(ka::kernels::elementwise_f32_cpu_descriptor(), ka::ShapeKey(op, specs));
-    out.push_back({name, n, 4.0 * static_cast<double>(n * (inputs + 1)), [args, config] {
-                     report(ka::kernels::elementwise_f32_cpu(*args, config));
-                   }});
+    out.push_back(kernel_of(name, n, 4.0 * static_cast<double>(n * (inputs + 1)),
+                            ka::kernels::elementwise_f32_cpu_descriptor(), ka::ShapeKey(op, specs),
+                            [args](const ka::LaunchConfig& c) {
+                              report(ka::kernels::elementwise_f32_cpu(*args, c));
+                            }));
   };
   using ka::kernels::EwOp;
   using ka::kernels::EwProgram;
@@ -142,11 +168,12 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
                           p.unary(EwOp::kGeluTanh, p.binary(EwOp::kAdd, p.input(0), p.input(1))),
                           p.input(2)));
     const ka::TensorSpec row_spec{DType::kFloat32, {cols}, true};
-    const ka::LaunchConfig config = with_overrides(
-        ka::kernels::elementwise_f32_cpu_descriptor(),
-        ka::ShapeKey("fused::ew_chain", {x_spec, row_spec, x_spec}));
-    out.push_back({"bias_gelu_residual", n, 4.0 * static_cast<double>(3 * n + cols),
-                   [args, config] { report(ka::kernels::elementwise_f32_cpu(*args, config)); }});
+    out.push_back(kernel_of("bias_gelu_residual", n, 4.0 * static_cast<double>(3 * n + cols),
+                            ka::kernels::elementwise_f32_cpu_descriptor(),
+                            ka::ShapeKey("fused::ew_chain", {x_spec, row_spec, x_spec}),
+                            [args](const ka::LaunchConfig& c) {
+                              report(ka::kernels::elementwise_f32_cpu(*args, c));
+                            }));
   }
   if (only.empty() || only == "softmax") {
     auto args = std::make_shared<ka::kernels::SoftmaxArgs>();
@@ -154,10 +181,10 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     args->inputs[0] = view(buffer(n), {rows, cols});
     args->prologue.set_result(args->prologue.input(0));
     args->dim = 1;
-    const ka::LaunchConfig config = with_overrides(ka::kernels::softmax_f32_cpu_descriptor(),
-                                                   ka::ShapeKey("aten::_softmax", {x_spec}));
-    out.push_back({"softmax", n, 8.0 * static_cast<double>(n),
-                   [args, config] { report(ka::kernels::softmax_f32_cpu(*args, config)); }});
+    out.push_back(kernel_of(
+        "softmax", n, 8.0 * static_cast<double>(n), ka::kernels::softmax_f32_cpu_descriptor(),
+        ka::ShapeKey("aten::_softmax", {x_spec}),
+        [args](const ka::LaunchConfig& c) { report(ka::kernels::softmax_f32_cpu(*args, c)); }));
   }
   if (only.empty() || only == "layer_norm") {
     auto args = std::make_shared<ka::kernels::LayerNormArgs>();
@@ -167,11 +194,12 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     args->weight = view(buffer(cols), {cols});
     args->bias = view(buffer(cols), {cols});
     const ka::TensorSpec row_spec{DType::kFloat32, {cols}, true};
-    const ka::LaunchConfig config =
-        with_overrides(ka::kernels::layer_norm_f32_cpu_descriptor(),
-                       ka::ShapeKey("aten::layer_norm", {x_spec, row_spec, row_spec}));
-    out.push_back({"layer_norm", n, 8.0 * static_cast<double>(n) + 8.0 * cols,
-                   [args, config] { report(ka::kernels::layer_norm_f32_cpu(*args, config)); }});
+    out.push_back(kernel_of("layer_norm", n, 8.0 * static_cast<double>(n) + 8.0 * cols,
+                            ka::kernels::layer_norm_f32_cpu_descriptor(),
+                            ka::ShapeKey("aten::layer_norm", {x_spec, row_spec, row_spec}),
+                            [args](const ka::LaunchConfig& c) {
+                              report(ka::kernels::layer_norm_f32_cpu(*args, c));
+                            }));
   }
   // Sums: over the rows (x.sum(1)), over the columns (x.sum(0)) and over everything; they
   // only read (bytes: the input and the outputs), so they can pass 100% of a copy.
@@ -183,10 +211,10 @@ std::vector<Kernel> make_kernels(std::int64_t rows, std::vector<std::unique_ptr<
     args->reduce_mask = mask;
     const ka::TensorSpec spec{DType::kFloat32, {in.sizes.begin(), in.sizes.begin() + in.ndim},
                               true};
-    const ka::LaunchConfig config = with_overrides(
-        ka::kernels::sum_f32_cpu_descriptor(), ka::ShapeKey("aten::sum.dim_IntList", {spec}));
-    out.push_back({name, n, 4.0 * static_cast<double>(n + o.numel()),
-                   [args, config] { report(ka::kernels::sum_f32_cpu(*args, config)); }});
+    out.push_back(kernel_of(
+        name, n, 4.0 * static_cast<double>(n + o.numel()), ka::kernels::sum_f32_cpu_descriptor(),
+        ka::ShapeKey("aten::sum.dim_IntList", {spec}),
+        [args](const ka::LaunchConfig& c) { report(ka::kernels::sum_f32_cpu(*args, c)); }));
   };
   if (only.empty() || only == "sum_rows") {
     sum("sum_rows", 2U, view(buffer(n), {rows, cols}), view(buffer(rows), {rows, 1}));
@@ -206,17 +234,43 @@ double seconds_of(const std::function<void()>& f, int calls) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
 }
 
+// A call's cost on one thread with its data hot in L2.
+double hot_ns_per_element(const std::function<void()>& f, std::int64_t elements) {
+  f();
+  return seconds_of(f, 2000) * 1e9 / static_cast<double>(elements);
+}
+
+// One config's rounds: times and bandwidths over the probes around them.
+struct Rounds {
+  std::vector<double> ratios;
+  std::vector<double> times;
+  double lo = 1e30;
+  double hi = 0.0;
+  void add(double bytes, double t, double before, double after) {
+    ratios.push_back(bytes / t / 1e9 / (0.5 * (before + after)));
+    times.push_back(t);
+    lo = std::min({lo, before, after});
+    hi = std::max({hi, before, after});
+  }
+  void print(const std::string& name, double bytes, double hot_ns) const {
+    const double t = ka::profiler::summarize(times).median;
+    std::printf("%-11s | %8.3f %7.1f %6.1f%% | %9.1f %9.1f | %.3f\n", name.c_str(), t * 1e3,
+                bytes / t / 1e9, ka::profiler::summarize(ratios).median * 100.0, lo, hi, hot_ns);
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = static_cast<int>(ka::kernels::cpu_thread_limit());
   int rounds = 9;
   std::string only;
+  std::string vs_label;  // the --vs overrides as given
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::puts("usage: ka_memory_bench [--threads N] [--rounds R] [--only NAME] "
-                "[--set TUNABLE=VALUE ...]\n"
+                "[--set TUNABLE=VALUE ...] [--vs TUNABLE=VALUE ...]\n"
                 "ka's memory-bound CPU kernels (default configs) at 16M fp32 elements: each "
                 "round times the kernel\nbetween two copy-bandwidth probes; prints the median "
                 "over rounds of the kernel's bandwidth over\ntheir mean (%copy), and the "
@@ -225,7 +279,10 @@ int main(int argc, char** argv) {
                 "NAME: add, mul_scalar, relu, gelu_tanh, silu, bias_gelu_residual, softmax, "
                 "layer_norm, sum_rows, sum_cols, sum_all\n"
                 "--set overrides a tunable of the default configs (e.g. stream=1, "
-                "rows_per_block=16).");
+                "rows_per_block=16).\n"
+                "--vs TUNABLE=VALUE times a second config (the first plus this) in the same "
+                "rounds, alternating\nwhich runs first, and prints both and the median of their "
+                "paired time ratios.");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -239,13 +296,14 @@ int main(int argc, char** argv) {
       rounds = std::max(1, std::atoi(v));
     } else if (a == "--only") {
       only = v;
-    } else if (a == "--set") {
+    } else if (a == "--set" || a == "--vs") {
       const char* eq = std::strchr(v, '=');
       if (eq == nullptr) {
-        std::fprintf(stderr, "ka_memory_bench: --set %s: expected NAME=VALUE\n", v);
+        std::fprintf(stderr, "ka_memory_bench: %s %s: expected NAME=VALUE\n", a.c_str(), v);
         return 2;
       }
-      g_overrides.emplace_back(std::string(v, eq), std::atoll(eq + 1));
+      (a == "--set" ? g_overrides : g_vs).emplace_back(std::string(v, eq), std::atoll(eq + 1));
+      vs_label += (a == "--vs" ? std::string(vs_label.empty() ? "" : ",") + v : "");
     } else {
       std::fprintf(stderr, "ka_memory_bench: unknown option %s (see --help)\n", a.c_str());
       return 2;
@@ -271,31 +329,51 @@ int main(int argc, char** argv) {
   for (std::size_t k = 0; k < big.size(); ++k) {
     const Kernel& kern = big[k];
     ka::profiler::CopyProbe probe(threads, static_cast<std::size_t>(kern.bytes / 2.0));
+    // Under --vs each round times both configs between the same two probes, in alternating
+    // order: their ratio is paired, immune to the bandwidth moving between rounds.
+    const bool vs = static_cast<bool>(kern.call_vs);
     kern.call();  // first touch of the output, outside the timing
-    std::vector<double> ratios;
-    std::vector<double> times;
-    double lo = 1e30;
-    double hi = 0.0;
+    if (vs) kern.call_vs();
+    if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
+      std::printf("  config: %s\n", kern.config.c_str());
+      if (vs) std::printf("  --vs config: %s\n", kern.config_vs.c_str());
+    }
+    Rounds a;
+    Rounds b;
+    std::vector<double> paired;  // time of --vs over time of the default, per round
     for (int r = 0; r < rounds; ++r) {
       const double before = probe.measure(2).gbytes_per_s;
-      const double t = seconds_of(kern.call, 5);
+      double ta = 0.0;
+      double tb = 0.0;
+      // Under --vs one untimed call first: the other config's last call may have left the
+      // output in the caches, which a streamed output would pay for.
+      const auto timed = [vs](const std::function<void()>& f) {
+        if (vs) f();
+        return seconds_of(f, 5);
+      };
+      if (vs && r % 2 == 1) tb = timed(kern.call_vs);
+      ta = timed(kern.call);
+      if (vs && r % 2 == 0) tb = timed(kern.call_vs);
       const double after = probe.measure(2).gbytes_per_s;
-      ratios.push_back(kern.bytes / t / 1e9 / (0.5 * (before + after)));
-      if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
-        std::printf("  round %d: probe %.1f, kernel %.1f, probe %.1f GB/s\n", r, before,
-                    kern.bytes / t / 1e9, after);
+      a.add(kern.bytes, ta, before, after);
+      if (vs) {
+        b.add(kern.bytes, tb, before, after);
+        paired.push_back(tb / ta);
       }
-      times.push_back(t);
-      lo = std::min({lo, before, after});
-      hi = std::max({hi, before, after});
+      if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
+        std::printf("  round %d: probe %.1f, kernel %.1f", r, before, kern.bytes / ta / 1e9);
+        if (vs) std::printf(" (--vs %.1f)", kern.bytes / tb / 1e9);
+        std::printf(", probe %.1f GB/s\n", after);
+      }
     }
-    const double t = ka::profiler::summarize(times).median;
     const Kernel& hot = small[k];
-    hot.call();
-    const double hot_ns = seconds_of(hot.call, 2000) * 1e9 / static_cast<double>(hot.elements);
-    std::printf("%-11s | %8.3f %7.1f %6.1f%% | %9.1f %9.1f | %.3f\n", kern.name.c_str(), t * 1e3,
-                kern.bytes / t / 1e9, ka::profiler::summarize(ratios).median * 100.0, lo, hi,
-                hot_ns);
+    a.print(kern.name, kern.bytes, hot_ns_per_element(hot.call, hot.elements));
+    if (vs) {
+      b.print(kern.name + " [" + vs_label + "]", kern.bytes,
+              hot_ns_per_element(hot.call_vs, hot.elements));
+      std::printf("%-11s   --vs time / default time: median %.3f over %d paired rounds\n", "",
+                  ka::profiler::summarize(paired).median, rounds);
+    }
   }
   std::puts("(ms and GB/s: median over rounds of the mean of 5 calls; %copy: median over rounds "
             "of GB/s over the mean of the copy probes taken right before and after (each the best "
