@@ -1,5 +1,7 @@
 #include "descriptor_common.hpp"
 
+#include "ew_math.hpp"
+
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 
@@ -43,12 +45,13 @@ std::vector<std::int64_t> cpu_thread_candidates() {
   return out;
 }
 
-std::int64_t stream_default(double out_bytes) {
+std::int64_t stream_default(double out_bytes, bool memory_bound, std::int64_t threads) {
   static const double llc = [] {
     const std::int64_t l3 = cpu_fingerprint().l3_bytes;
     return static_cast<double>(l3 > 0 ? l3 : std::int64_t{32} << 20);
   }();
-  return out_bytes >= llc ? 1 : 0;
+  if (out_bytes < llc) return 0;
+  return memory_bound || (threads >= 2 && avx512_active()) ? 1 : 0;
 }
 
 double spec_numel(const TensorSpec& t) {

@@ -15,8 +15,10 @@ std::vector<std::int64_t> cpu_thread_candidates();
 
 /// The default of the CPU kernels' `stream` tunable (Note [Streaming stores]): 1 when an
 /// output of `out_bytes` is at least the last-level cache (it cannot stay cached for its
-/// consumer anyway, so writing it around the caches saves the read-for-ownership), else 0.
-std::int64_t stream_default(double out_bytes);
+/// consumer anyway, so writing it around the caches saves the read-for-ownership) and either
+/// the kernel is bound by memory (`memory_bound`) or it streams from registers (AVX-512
+/// active) on two or more `threads`; else 0.
+std::int64_t stream_default(double out_bytes, bool memory_bound, std::int64_t threads);
 
 /// Elements of one tensor of a shape key.
 double spec_numel(const TensorSpec& t);

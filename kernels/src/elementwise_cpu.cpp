@@ -50,8 +50,10 @@ namespace ka::kernels {
 // active, else SSE stores combined into lines by the write-combining buffers), then fence at
 // the end of the block so the executor's hand-off to other threads sees the data. Defaults
 // turn it on only for outputs at least as large as the L3 (detail::stream_default) of kernels
-// bound by memory: light element-wise ops and layer_norm, not transcendental ops or softmax,
-// which the extra pass through the buffer made slower.
+// bound by memory (light element-wise ops, layer_norm) and, on two or more threads, of those
+// bound by their arithmetic where AVX-512 streams them from registers (transcendental ops,
+// fused chains, softmax): on one core the read-for-ownership overlaps their arithmetic,
+// on two the memory is the bound (see the element-wise and softmax defaults).
 
 namespace detail {
 
@@ -854,18 +856,21 @@ KernelDescriptor make_descriptor() {
       while (b > 4096 && ceil_div(numel, b) < 2 * hw) b /= 2;
       point.set("block_elems", b).set("threads", std::min(hw, ceil_div(numel, b)));
     }
-    // An output beyond the last-level cache goes around it (Note [Streaming stores]), for ops
-    // whose time is memory; transcendental ones (exp, tanh, gelu, sigmoid, silu, and fused
-    // chains, which usually hold one) are bound by their arithmetic. Through the chunk buffer
-    // streaming cost them 15% (gelu_tanh, 16M, 2 threads); computed and streamed in one AVX-512
-    // pass it measured faster on 2 threads (3.35-3.51 against 3.72-4.36 ms) and slower on one
-    // (7.0-7.3 against 5.4-5.8 ms), so it stays the tuner's choice.
+    // An output beyond the last-level cache goes around it (Note [Streaming stores]) for ops
+    // whose time is memory. Transcendental ones (exp, tanh, gelu, sigmoid, silu, and fused
+    // chains, which usually hold one) are bound by their arithmetic on one core, where the
+    // read-for-ownership overlaps it and streaming only adds the wait on the write-combining
+    // buffers; on two cores the memory is the bound again. Streamed or not, time ratio over 9
+    // paired rounds of ka_memory_bench --vs stream=1 (16M): 2 threads gelu_tanh 0.81, silu 0.75,
+    // bias_gelu_residual 0.94; 1 thread 1.23, 1.10, 1.03. Through the chunk buffer (no AVX-512)
+    // streaming cost gelu_tanh 15% on 2 threads: stream_default asks for AVX-512.
     const std::string& op = shape.op();
     const bool light = op == "aten::add.Tensor" || op == "aten::add.Scalar" ||
                        op == "aten::sub.Tensor" || op == "aten::mul.Tensor" ||
                        op == "aten::mul.Scalar" || op == "aten::div.Tensor" ||
                        op == "aten::maximum" || op == "aten::neg" || op == "aten::relu";
-    point.set("stream", light ? detail::stream_default(4.0 * static_cast<double>(numel)) : 0);
+    point.set("stream", detail::stream_default(4.0 * static_cast<double>(numel), light,
+                                               point.get_or("threads", 1)));
     LaunchConfig c = point;
     ew_grid(numel, point.get_or("block_elems", 1), c.grid, c.block);
     return c;

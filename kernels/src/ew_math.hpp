@@ -154,15 +154,23 @@ void program_run_avx512(const EwProgram& p, const EwOperand* in, float* d, std::
 void rows_sum_avx512(const float* const* x, int count, std::int64_t n, double* sums);
 /// The sum of one contiguous run x[0..n), its four quarters read side by side when it is long.
 double run_sum_avx512(const float* x, std::int64_t n);
+/// Where the row kernels prefetch the next row's x to (the `prefetch` tunable, Note [Row
+/// prefetch]): not at all, into L1 (prefetcht0) or into L2 (prefetcht2).
+enum class RowPrefetch : int { kNone = 0, kL1 = 1, kL2 = 2 };
+/// The next row's x (null: none, or not to be prefetched) and where it goes.
+struct NextRow {
+  const float* x = nullptr;
+  RowPrefetch to = RowPrefetch::kL1;
+};
 /// layer_norm of one contiguous row of n floats (Note [AVX-512 row kernels]): out = (x − mean)
 /// · rstd · w + b, w and b optional (null); out may be x. `stream`: out is written with
 /// streaming stores (call stream_fence() before handing it to another thread). Prefetches
-/// `next` (the next row's x, or null) while it writes out.
+/// `next` while it writes out.
 void layer_norm_row_avx512(const float* x, const float* w, const float* b, float* out,
-                           std::int64_t n, float eps, bool stream, const float* next);
+                           std::int64_t n, float eps, bool stream, NextRow next);
 /// softmax of one contiguous row of n floats into out (ordinary stores; out may be x),
-/// prefetching `next` (the next row's x, or null) during its exp pass.
-void softmax_row_avx512(const float* x, float* out, std::int64_t n, const float* next);
+/// prefetching `next` during its exp pass.
+void softmax_row_avx512(const float* x, float* out, std::int64_t n, NextRow next);
 /// A streamed softmax row whose exponentials wait in `exps` to be scaled and streamed out
 /// (Note [Pipelined softmax]); out == nullptr: none.
 struct SoftmaxPending {
@@ -175,7 +183,7 @@ struct SoftmaxPending {
 /// the previous pending row (same n) is streamed out during this row's exp pass. out may be x.
 /// Call softmax_flush_avx512 after the last row, then stream_fence().
 void softmax_row_streamed_avx512(const float* x, float* out, std::int64_t n, float* exps,
-                                 SoftmaxPending& pending, const float* next);
+                                 SoftmaxPending& pending, NextRow next);
 /// Streams the pending row out (nothing when there is none).
 void softmax_flush_avx512(SoftmaxPending& pending, std::int64_t n);
 

@@ -183,18 +183,29 @@ struct Drain {
   }
 };
 
+// Prefetches the line of next.x + i where next says (next.x not null, next.to not kNone).
+inline void prefetch_next(const NextRow& next, std::int64_t i) {
+  const char* line = reinterpret_cast<const char*>(next.x + i);
+  if (next.to == RowPrefetch::kL2) {
+    _mm_prefetch(line, _MM_HINT_T2);
+  } else {
+    _mm_prefetch(line, _MM_HINT_T0);
+  }
+}
+
 // d[i] = e^(x[i] − s) for i in [0, n) (d may be x: each vector is loaded before it is stored),
-// returned summed (two vector accumulators); prefetches next[0..n) along the way where given,
-// and drains [0, n) of `drain` (n a multiple of 16) where given.
-float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, const float* next,
+// returned summed (two vector accumulators); prefetches next.x[0..n) along the way where
+// given, and drains [0, n) of `drain` (n a multiple of 16) where given.
+float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, NextRow next,
                     const Drain* drain = nullptr) {
+  if (next.to == RowPrefetch::kNone) next.x = nullptr;
   __m512 acc0 = _mm512_setzero_ps();
   __m512 acc1 = _mm512_setzero_ps();
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    if (next != nullptr) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(next + i + 16), _MM_HINT_T0);
+    if (next.x != nullptr) {
+      prefetch_next(next, i);
+      prefetch_next(next, i + 16);
     }
     if (drain != nullptr) {
       drain->at(i);
@@ -221,7 +232,7 @@ float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, const fl
 
 float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
                              std::int64_t n) {
-  return exp_store_sum(x, _mm512_set1_ps(shift), d, n, nullptr);
+  return exp_store_sum(x, _mm512_set1_ps(shift), d, n, {});
 }
 
 namespace {
@@ -365,7 +376,8 @@ void rows_sum_avx512(const float* const* x, int count, std::int64_t n, double* s
 }
 
 void layer_norm_row_avx512(const float* x, const float* w, const float* b, float* out,
-                           std::int64_t n, float eps, bool stream, const float* next) {
+                           std::int64_t n, float eps, bool stream, NextRow next) {
+  if (next.to == RowPrefetch::kNone) next.x = nullptr;
   const double mean_d = row_sum(x, n, [](__m512 v) { return v; }) / static_cast<double>(n);
   const auto mean = static_cast<float>(mean_d);
   const __m512 mv = _mm512_set1_ps(mean);
@@ -378,7 +390,7 @@ void layer_norm_row_avx512(const float* x, const float* w, const float* b, float
   const __m512 one = _mm512_set1_ps(1.0F);
   const __m512 zero = _mm512_setzero_ps();
   row_map(out, n, stream, [&](std::int64_t i, __mmask16 m) {
-    if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T0);
+    if (next.x != nullptr) prefetch_next(next, i);
     const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv), rv);
     const __m512 wv = w != nullptr ? _mm512_maskz_loadu_ps(m, w + i) : one;
     const __m512 bv = b != nullptr ? _mm512_maskz_loadu_ps(m, b + i) : zero;
@@ -412,7 +424,7 @@ float row_max(const float* x, std::int64_t n) {
 // e = exp(x − max(x)) for a row, summed in float per kSumBlock and in double across; an all
 // −inf row gives exp(NaN) = NaN everywhere, as ATen. Prefetches `next` and drains `drain`
 // (over the same n elements) along the way where given.
-double row_exp_sum(const float* x, float* e, std::int64_t n, const float* next,
+double row_exp_sum(const float* x, float* e, std::int64_t n, NextRow next,
                    const Drain* drain) {
   const __m512 s = _mm512_set1_ps(row_max(x, n));
   double sum = 0.0;
@@ -421,7 +433,7 @@ double row_exp_sum(const float* x, float* e, std::int64_t n, const float* next,
     Drain part{};
     if (drain != nullptr) part = {drain->src + b, drain->dst + b, drain->inv};
     sum += static_cast<double>(exp_store_sum(x + b, s, e + b, len,
-                                             next != nullptr ? next + b : nullptr,
+                                             {next.x != nullptr ? next.x + b : nullptr, next.to},
                                              drain != nullptr ? &part : nullptr));
   }
   return sum;
@@ -437,7 +449,7 @@ void scale_row(const float* e, float inv, float* out, std::int64_t n, bool strea
 
 }  // namespace
 
-void softmax_row_avx512(const float* x, float* out, std::int64_t n, const float* next) {
+void softmax_row_avx512(const float* x, float* out, std::int64_t n, NextRow next) {
   const double sum = row_exp_sum(x, out, n, next, nullptr);
   scale_row(out, static_cast<float>(1.0 / sum), out, n, false);
 }
@@ -449,10 +461,11 @@ void softmax_row_avx512(const float* x, float* out, std::int64_t n, const float*
 // instead the stores of row r − 1 are spread over row r's exp pass, which is arithmetic the
 // write-combining buffers drain behind. Rows alternate between two buffers. Over six
 // alternating runs of ka_memory_bench (4096 x 4096, 2 threads) this measured 46-62% of the
-// copy bandwidth against 45-61% for ordinary stores: a tie on this VM, so softmax's default
-// stays ordinary stores and this is the `stream` tunable's other choice.
+// copy bandwidth against 45-61% for ordinary stores, a tie, while the next row was prefetched
+// into L1; into L2 (Note [Row prefetch]) it takes 0.90-0.94x the time of ordinary stores on
+// 2 threads, and is softmax's default there.
 void softmax_row_streamed_avx512(const float* x, float* out, std::int64_t n, float* exps,
-                                 SoftmaxPending& pending, const float* next) {
+                                 SoftmaxPending& pending, NextRow next) {
   const bool spread = pending.out != nullptr && n % 16 == 0 &&
                       (reinterpret_cast<std::uintptr_t>(pending.out) & 63U) == 0;
   if (pending.out != nullptr && !spread) softmax_flush_avx512(pending, n);

@@ -222,6 +222,7 @@ struct SoftmaxJob {
   std::int64_t rows;
   std::int64_t rows_per_block;
   bool stream;  // Note [Streaming stores]
+  detail::RowPrefetch prefetch;  // Note [Row prefetch]
 };
 
 // Whether the rows are strided but neighbouring rows are adjacent in memory (softmax over a
@@ -293,6 +294,16 @@ void softmax_columns(const SoftmaxArgs& a, const RowTensors& rt, const Space& ro
 // (256-element chunks, a call per chunk and pass, one accumulator chain), one thread, 4 rows
 // of 4096 hot in cache: softmax 0.55 -> 0.30 ns per element, layer_norm 0.29 -> 0.22; 4096 x
 // 4096 on 2 threads: softmax 6.3 -> 3.8 ms, layer_norm 4.6 -> 3.8 ms (ka_memory_bench).
+
+// Note [Row prefetch]
+// Where the next row's x goes is the `prefetch` tunable: nowhere (the hardware prefetchers
+// alone), L1 (prefetcht0) or L2 (prefetcht2). A row of 4096 floats is 16 KiB and Zen 4's L1
+// 32 KiB: layer_norm's x, out and the next row, or the streamed softmax's x, next row and two
+// rows of exponentials (Note [Pipelined softmax]), do not fit, and prefetching into L1 evicts
+// lines the row still reads. Time ratios to prefetcht0 over paired rounds of ka_memory_bench
+// (4096 x 4096, --vs prefetch=N): layer_norm L2 0.87 (2 threads) and 0.84 (1 thread), none
+// 1.11; softmax streamed L2 0.90, with ordinary stores (x and out: 32 KiB) L2 1.03. The
+// defaults: L2 for layer_norm and a streamed softmax, L1 for an ordinary one.
 
 // Whether tensor t is one value along the row (a per-row scalar, as mean[:, None]).
 bool row_broadcast(const Space& row, int t) {
@@ -368,9 +379,10 @@ void softmax_rows_avx512(const SoftmaxJob& job, const RowTensors& rt, const Spac
                        const float* x = row_x(p, src, fused, row, bases, out, n, s);
                        if (job.stream) {
                          detail::softmax_row_streamed_avx512(
-                             x, out, n, buffer.data() + (r - r0) % 2 * n, pending, next);
+                             x, out, n, buffer.data() + (r - r0) % 2 * n, pending,
+                             {next, job.prefetch});
                        } else {
-                         detail::softmax_row_avx512(x, out, n, next);
+                         detail::softmax_row_avx512(x, out, n, {next, job.prefetch});
                        }
                      });
   if (job.stream) {
@@ -477,6 +489,7 @@ struct LayerNormJob {
   std::int64_t rows;
   std::int64_t rows_per_block;
   bool stream;  // Note [Streaming stores]
+  detail::RowPrefetch prefetch;  // Note [Row prefetch]
 };
 
 void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
@@ -509,7 +522,7 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
                              row_x(p, direct_input, fused, row, bases, out, n, s),
                              w_index >= 0 ? bases[w_index] : nullptr,
                              b_index >= 0 ? bases[b_index] : nullptr, out, n, a.eps,
-                             job.stream, next);
+                             job.stream, {next, job.prefetch});
                        });
     if (job.stream) detail::stream_fence();
     return;
@@ -775,8 +788,8 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
                                      double flop_per_elem, bool streams) {
   KernelDescriptor d;
   d.name = name;
-  // 2 (softmax, layer_norm): the `stream` tunable.
-  d.version = streams ? 2 : 1;
+  // 2 (softmax, layer_norm): the `stream` tunable; 3: the `prefetch` tunable.
+  d.version = streams ? 3 : 1;
   d.ops = std::move(ops);
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -795,6 +808,13 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
                       "1: write contiguous output rows with streaming (non-temporal) stores"});
     constraints.push_back({"stream is 0 or 1", [](const LaunchConfig& c) {
                              return c.get_or("stream", -1) == 0 || c.get_or("stream", -1) == 1;
+                           }});
+    params.push_back({"prefetch", {0, 1, 2},
+                      "the next row's input: 0 not prefetched, 1 into L1 (prefetcht0), 2 into "
+                      "L2 (prefetcht2)"});
+    constraints.push_back({"prefetch is 0, 1 or 2", [](const LaunchConfig& c) {
+                             const std::int64_t v = c.get_or("prefetch", 1);
+                             return v >= 0 && v <= 2;
                            }});
   }
   d.space = TunableSpace(std::move(params), std::move(constraints));
@@ -835,11 +855,16 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
     const bool is_sum = std::string_view(name) == "sum_f32";
     c.set("threads", numel <= 32768 ? 1 : is_sum ? hw : std::min(hw, ceil_div(rows, rpb)));
     // An output beyond the last-level cache goes around it (Note [Streaming stores]) for
-    // layer_norm (19 -> 27 GB/s at 4096 x 4096, 2 threads); softmax's streaming path (Note
-    // [Pipelined softmax]) ties with ordinary stores, which stay its default.
+    // layer_norm (19 -> 27 GB/s at 4096 x 4096, 2 threads), and for softmax on two or more
+    // threads: its streamed path (Note [Pipelined softmax]) with prefetches into L2 measured
+    // 0.90-0.94x the time of ordinary stores on 2 threads, 1.10-1.14x on one (its arithmetic
+    // is the bound there). Prefetch targets: Note [Row prefetch].
     if (streams) {
       const bool is_layer_norm = std::string_view(name) == "layer_norm_welford_f32";
-      c.set("stream", is_layer_norm ? detail::stream_default(4.0 * static_cast<double>(numel)) : 0);
+      const std::int64_t stream = detail::stream_default(4.0 * static_cast<double>(numel),
+                                                         is_layer_norm, c.get_or("threads", 1));
+      c.set("stream", stream);
+      c.set("prefetch", is_layer_norm || stream == 1 ? 2 : 1);
     }
     row_grid(shape, rpb, c.grid, c.block);
     return c;
@@ -864,6 +889,11 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
 }
 
 int threads_of(const LaunchConfig& config) { return static_cast<int>(config.get_or("threads", 1)); }
+
+// The `prefetch` tunable (a config without it: into L1, what the kernels did before it).
+detail::RowPrefetch row_prefetch(const LaunchConfig& config) {
+  return static_cast<detail::RowPrefetch>(config.get_or("prefetch", 1));
+}
 
 }  // namespace
 
@@ -892,7 +922,8 @@ Status prepare_softmax_f32_cpu(const SoftmaxArgs& args, const LaunchConfig& conf
   KA_CHECK(args.dim >= 0 && args.dim < std::max(args.out.ndim, 1), "softmax: dim ", args.dim,
            " is out of range for shape ", args.out.shape_str());
   if (Status st = check_config(softmax_f32_cpu_descriptor(), config); !st) return st;
-  SoftmaxJob job{&args, 0, config.get_or("rows_per_block", 1), config.get_or("stream", 0) == 1};
+  SoftmaxJob job{&args, 0, config.get_or("rows_per_block", 1), config.get_or("stream", 0) == 1,
+                 row_prefetch(config)};
   const std::int64_t numel = args.out.numel();
   const std::int64_t d = args.out.ndim == 0 ? 1 : args.out.size(args.dim);
   job.rows = numel == 0 ? 0 : numel / d;
@@ -932,7 +963,8 @@ Status prepare_layer_norm_f32_cpu(const LayerNormArgs& args, const LaunchConfig&
              " but the normalized shape of ", args.out.shape_str(), " is its last ", k, " dims");
   }
   if (Status st = check_config(layer_norm_f32_cpu_descriptor(), config); !st) return st;
-  LayerNormJob job{&args, 0, config.get_or("rows_per_block", 1), config.get_or("stream", 0) == 1};
+  LayerNormJob job{&args, 0, config.get_or("rows_per_block", 1),
+                   config.get_or("stream", 0) == 1, row_prefetch(config)};
   std::int64_t n = 1;
   for (int d = args.out.ndim - k; d < args.out.ndim; ++d) n *= args.out.size(d);
   job.rows = n == 0 ? 0 : args.out.numel() / n;

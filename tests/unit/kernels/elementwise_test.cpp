@@ -437,8 +437,24 @@ TEST(ElementwiseCpu, DefaultStreamsOnlyOutputsBeyondTheLastLevelCache) {
   EXPECT_EQ(d.default_config(key("aten::relu", 1000)).get_or("stream", -1), 0);
   EXPECT_EQ(d.default_config(key("aten::mul.Scalar", llc / 4 * 2)).get_or("stream", -1), 1);
   EXPECT_EQ(d.default_config(key("aten::add.Scalar", llc / 4 * 2)).get_or("stream", -1), 1);
-  // Transcendental ops are bound by arithmetic, not memory: no streaming by default.
-  EXPECT_EQ(d.default_config(key("aten::gelu", llc / 4 * 2)).get_or("stream", -1), 0);
+  // Transcendental ops and chains are bound by their arithmetic on one core: streamed only on
+  // two or more threads, where AVX-512 computes and streams them from registers.
+  set_cpu_thread_limit(1);
+  for (const std::string& isa : runnable_isas()) {
+    const IsaGuard guard(isa);
+    EXPECT_EQ(d.default_config(key("aten::gelu", llc / 4 * 2)).get_or("stream", -1), 0) << isa;
+    EXPECT_EQ(d.default_config(key("aten::relu", llc / 4 * 2)).get_or("stream", -1), 1) << isa;
+  }
+  set_cpu_thread_limit(2);
+  const bool two = cpu_thread_limit() == 2;  // not on a one-core machine
+  for (const std::string& isa : runnable_isas()) {
+    const IsaGuard guard(isa);
+    const LaunchConfig c = d.default_config(key("aten::gelu", llc / 4 * 2));
+    EXPECT_EQ(c.get_or("threads", -1), two ? 2 : 1) << isa;
+    EXPECT_EQ(c.get_or("stream", -1), two && isa == "avx512" ? 1 : 0) << isa;
+    EXPECT_EQ(d.default_config(key("aten::gelu", llc / 4 / 2)).get_or("stream", -1), 0) << isa;
+  }
+  set_cpu_thread_limit(0);
 }
 
 TEST(ElementwiseCpu, EveryPointOfTheSpaceRuns) {

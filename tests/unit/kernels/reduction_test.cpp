@@ -4,7 +4,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
+#include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/reduction.hpp>
 #include <string>
 #include <vector>
@@ -18,10 +21,12 @@ namespace {
 
 using test::view_of;
 
-// `stream` is a tunable of softmax and layer_norm only; sum ignores it.
-LaunchConfig config(std::int64_t rows_per_block, std::int64_t threads, std::int64_t stream = 0) {
+// `stream` and `prefetch` are tunables of softmax and layer_norm only; sum ignores them.
+LaunchConfig config(std::int64_t rows_per_block, std::int64_t threads, std::int64_t stream = 0,
+                    std::int64_t prefetch = 1) {
   LaunchConfig c;
   c.set("rows_per_block", rows_per_block).set("threads", threads).set("stream", stream);
+  c.set("prefetch", prefetch);
   return c;
 }
 
@@ -105,7 +110,7 @@ TEST(SoftmaxCpu, EveryIsaPathMatchesAten) {
 // Runs a row kernel (args already set but for out and inputs[0] = x) three times: into an out
 // that starts 12 bytes past a 64-byte line (a streamed row's head goes through ordinary stores)
 // between NaN guards that must stay untouched, into a fresh aligned out, and in place (out is
-// x); all match `want`.
+// x); all match `want`. The three prefetch the next row nowhere, into L2 and into L1.
 template <class Args, class Kernel>
 void expect_row_kernel(Args args, Kernel kernel, const at::Tensor& x, const at::Tensor& want,
                        std::int64_t stream, double rtol, double atol, const std::string& what) {
@@ -113,7 +118,7 @@ void expect_row_kernel(Args args, Kernel kernel, const at::Tensor& x, const at::
   const at::Tensor out = base.slice(0, 3, 3 + x.numel()).view(x.sizes());
   args.out = view_of(out);
   args.inputs[0] = view_of(x);
-  ASSERT_TRUE(kernel(args, config(2, 2, stream)).is_ok()) << what;
+  ASSERT_TRUE(kernel(args, config(2, 2, stream, /*prefetch=*/0)).is_ok()) << what;
   expect_close(out, want, rtol, atol, what);
   EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before out";
   EXPECT_TRUE(base.slice(0, 3 + x.numel()).isnan().all().item<bool>()) << what << ": wrote after";
@@ -121,12 +126,12 @@ void expect_row_kernel(Args args, Kernel kernel, const at::Tensor& x, const at::
   // streamed softmax writes each row during the next one's exp pass.
   const at::Tensor aligned = at::full(x.sizes(), NAN);
   args.out = view_of(aligned);
-  ASSERT_TRUE(kernel(args, config(4, 2, stream)).is_ok()) << what;
+  ASSERT_TRUE(kernel(args, config(4, 2, stream, /*prefetch=*/2)).is_ok()) << what;
   expect_close(aligned, want, rtol, atol, what + " aligned, 4 rows per block");
   const at::Tensor inplace = x.clone();
   args.out = view_of(inplace);
   args.inputs[0] = args.out;
-  ASSERT_TRUE(kernel(args, config(3, 2, stream)).is_ok()) << what;
+  ASSERT_TRUE(kernel(args, config(3, 2, stream, /*prefetch=*/1)).is_ok()) << what;
   expect_close(inplace, want, rtol, atol, what + " in place");
 }
 
@@ -426,6 +431,36 @@ TEST(ReductionCpu, EveryPointOfEachSpaceRuns) {
   EXPECT_THROW((void)sum_f32_cpu(args, config(1, 1)), ValueError);
   args.reduce_mask = 1;
   EXPECT_THROW((void)sum_f32_cpu(args, config(1, 1)), ValueError);
+}
+
+// Outputs beyond the last-level cache: layer_norm streams and prefetches into L2; softmax,
+// bound by its arithmetic on one core, streams (prefetching into L2) only on two or more
+// threads with AVX-512 (Note [Row prefetch]). A prefetch target past L2 is refused.
+TEST(ReductionCpu, DefaultStreamAndPrefetch) {
+  const std::int64_t l3 = cpu_fingerprint().l3_bytes;
+  const std::int64_t rows = std::max<std::int64_t>(l3, std::int64_t{32} << 20) / 4096 / 4 * 2;
+  const TensorSpec big{DType::kFloat32, {rows, 4096}, true};
+  const ShapeKey sm_key("aten::_softmax", {big});
+  const ShapeKey ln_key("aten::layer_norm", {big});
+  for (const int limit : {1, 2}) {
+    set_cpu_thread_limit(limit);
+    const bool two = cpu_thread_limit() == 2;
+    for (const std::string& isa : test::runnable_isas()) {
+      const test::IsaGuard guard(isa);
+      const std::string what = isa + ", thread limit " + std::to_string(limit);
+      const LaunchConfig ln = layer_norm_f32_cpu_descriptor().default_config(ln_key);
+      EXPECT_EQ(ln.get_or("stream", -1), 1) << what;
+      EXPECT_EQ(ln.get_or("prefetch", -1), 2) << what;
+      const LaunchConfig sm = softmax_f32_cpu_descriptor().default_config(sm_key);
+      const bool streams = two && isa == "avx512";
+      EXPECT_EQ(sm.get_or("stream", -1), streams ? 1 : 0) << what;
+      EXPECT_EQ(sm.get_or("prefetch", -1), streams ? 2 : 1) << what;
+      LaunchConfig bad = sm;
+      bad.set("prefetch", 3);
+      EXPECT_FALSE(softmax_f32_cpu_descriptor().can_run(sm_key, bad).is_ok()) << what;
+    }
+  }
+  set_cpu_thread_limit(0);
 }
 
 TEST(ReductionCpu, WarmCallsAllocateNothing) {
