@@ -143,7 +143,8 @@ struct EwOperand {
 };
 /// Whether program_run_avx512 has a vector form of every instruction of `p`.
 bool program_avx512_covers(const EwProgram& p);
-/// d[0..n) = p(in[0..p.inputs)) evaluated in groups of 64 elements (Note [Fused vector
+/// d[0..n) = p(in[0..p.inputs)): a linear chain in groups of 128 elements held in registers
+/// (Note [Linear chains]), any other program in groups of 64 elements (Note [Fused vector
 /// groups]); p must be covered. d may be an input's run exactly. `stream`: d written with
 /// streaming stores (ordinary ones up to its first 64-byte line and for the tail); call
 /// stream_fence() before handing d to another thread.

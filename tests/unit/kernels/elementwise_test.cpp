@@ -382,6 +382,20 @@ TEST(ElementwiseCpu, FusedChainsOnEveryIsaPath) {
   const int t9 = p.binary(EwOp::kMax, t5, p.binary(EwOp::kDiv, t8, p.input(4)));
   const int t7 = p.unary(EwOp::kRelu, p.binary(EwOp::kSub, x, p.scalar(0.5F)));
   p.set_result(p.binary(EwOp::kAdd, p.unary(EwOp::kGeluTanh, t9), t7));
+  // A linear chain (Note [Linear chains]): the value as either operand, constants (a scalar, a
+  // per-row value, a 0-d input), a row bias and an input run as the other.
+  // gelu_tanh(max(r / (sigmoid(((0.5 - x) + col) * b) + 2), s))
+  EwProgram chain;
+  {
+    EwProgram& q = chain;
+    const int v = q.binary(EwOp::kMul, q.binary(EwOp::kAdd, q.binary(EwOp::kSub, q.scalar(0.5F),
+                                                                     q.input(0)),
+                                                q.input(3)),
+                           q.input(1));
+    const int d = q.binary(EwOp::kDiv, q.input(2),
+                           q.binary(EwOp::kAdd, q.unary(EwOp::kSigmoid, v), q.scalar(2.0F)));
+    q.set_result(q.unary(EwOp::kGeluTanh, q.binary(EwOp::kMax, d, q.input(4))));
+  }
   EwProgram in_place;  // z = gelu_tanh(z + b) * 2 + z
   const int z = in_place.input(0);
   const int g = in_place.unary(EwOp::kGeluTanh, in_place.binary(EwOp::kAdd, z, in_place.input(1)));
@@ -414,6 +428,15 @@ TEST(ElementwiseCpu, FusedChainsOnEveryIsaPath) {
                        "tanh") +
               at::relu(xt - 0.5);
           expect_close(out, want, "chain " + what);
+          EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before";
+          EXPECT_TRUE(base.slice(0, n + 3).isnan().all().item<bool>()) << what << ": wrote after";
+          at::Tensor chained = base.slice(0, 3, n + 3).view({rows, cols});
+          chained.fill_(NAN);
+          run(chain, chained, {xt, bias, res, col, s}, cfg);
+          expect_close(chained,
+                       at::gelu(at::maximum(res / (at::sigmoid(((0.5 - xt) + col) * bias) + 2), s),
+                                "tanh"),
+                       "linear chain " + what);
           EXPECT_TRUE(base.slice(0, 0, 3).isnan().all().item<bool>()) << what << ": wrote before";
           EXPECT_TRUE(base.slice(0, n + 3).isnan().all().item<bool>()) << what << ": wrote after";
           at::Tensor zt = res.clone();
