@@ -143,9 +143,9 @@ struct EwOperand {
 };
 /// Whether program_run_avx512 has a vector form of every instruction of `p`.
 bool program_avx512_covers(const EwProgram& p);
-/// d[0..n) = p(in[0..p.inputs)): a linear chain in groups of 128 elements held in registers
-/// (Note [Linear chains]), any other program in groups of 64 elements (Note [Fused vector
-/// groups]); p must be covered. d may be an input's run exactly. `stream`: d written with
+/// d[0..n) = p(in[0..p.inputs)) in groups of 64 elements: a linear chain's held in registers
+/// (Note [Linear chains]), any other program's in a stack array (Note [Fused vector groups]);
+/// p must be covered. d may be an input's run exactly. `stream`: d written with
 /// streaming stores (ordinary ones up to its first 64-byte line and for the tail); call
 /// stream_fence() before handing d to another thread.
 void program_run_avx512(const EwProgram& p, const EwOperand* in, float* d, std::int64_t n,

@@ -635,6 +635,7 @@ bool linear_chain(const EwProgram& p, const EwOperand* in, LinearChain& ch) {
   for (int i = 0; i < p.size; ++i) {
     const EwInstr& c = p.code[static_cast<std::size_t>(i)];
     if (c.op == EwOp::kInput || c.op == EwOp::kScalar) {
+      if (c.dst == value) return false;  // a program that reuses registers, not SSA
       const bool scalar = c.op == EwOp::kScalar || in[c.a].scalar;
       kind[c.dst] = scalar ? Kind::kConstant : Kind::kRun;
       constant[c.dst] = c.op == EwOp::kScalar ? c.imm : scalar ? *in[c.a].data : 0.0F;
