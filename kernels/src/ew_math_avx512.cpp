@@ -71,6 +71,47 @@ inline __m512 over_one_plus_exp(__m512 num, __m512 arg) {
   return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0F), exp16(arg)));
 }
 
+// erf_f32 in vectors: Eigen's rational function on [−4, 4], ±1 beyond (the clamp's min and max
+// return x, their second operand, when it is NaN).
+inline __m512 erf16(__m512 x) {
+  const __m512 c = _mm512_min_ps(_mm512_set1_ps(4.0F), _mm512_max_ps(_mm512_set1_ps(-4.0F), x));
+  const __m512 x2 = _mm512_mul_ps(c, c);
+  __m512 p = _mm512_set1_ps(-2.72614225801306e-10F);
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.77068142495902e-08F));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.10102402082508e-06F));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.69250639462346e-05F));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-7.34990630326855e-04F));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.95459980854025e-03F));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.60960333262415e-02F));
+  __m512 q = _mm512_set1_ps(-1.45660718464996e-05F);
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-2.13374055278905e-04F));
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.68282697438203e-03F));
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03F));
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02F));
+  return _mm512_div_ps(_mm512_mul_ps(p, c), q);
+}
+
+// tanh_f32 in vectors (Cephes): an odd polynomial below |x| = 0.625, else
+// 1 − 2/(e^(2|x|) + 1) with x's sign; NaN stays NaN (exp16 keeps it).
+inline __m512 tanh16(__m512 x) {
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 e = exp16(_mm512_add_ps(ax, ax));
+  const __m512 one = _mm512_set1_ps(1.0F);
+  __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0F), _mm512_add_ps(e, one)));
+  // x's sign bit onto big (>= 0); integer ops: AVX-512F has no float and/or.
+  const __m512i sign = _mm512_and_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
+  big = _mm512_castsi512_ps(_mm512_or_epi32(_mm512_castps_si512(big), sign));
+  const __m512 z = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(-5.70498872745E-3F);
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954E-2F));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531E-2F));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036E-1F));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422E-1F));
+  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625F), _CMP_LT_OQ), big,
+                              small);
+}
+
 template <class F>
 void map16(const float* __restrict a, float* __restrict d, std::int64_t n, F f) {
   std::int64_t i = 0;
@@ -86,12 +127,25 @@ void map16(const float* __restrict a, float* __restrict d, std::int64_t n, F f) 
 namespace {
 
 // The AVX-512 unary ops, as functions of one vector: what unary_run_avx512 maps into d and
-// unary_stream_avx512 streams out. Returns false for the ops it has no vector form of.
+// unary_stream_avx512 streams out. Returns false for the ops it has no vector form of. tanh
+// and the erf gelu are the portable functions' formulas in vectors; before they had vector
+// forms, gelu went through the chunk path and streamed through its buffer (16M elements,
+// 2 threads, ka-tune: default config 4.32 -> 3.27 ms, the best 3.74 -> 3.17 ms).
 template <class Body>
 bool with_unary(EwOp op, Body body) {
   switch (op) {
     case EwOp::kExp:
       body([](__m512 x) { return exp16(x); });
+      return true;
+    case EwOp::kTanh:
+      body([](__m512 x) { return tanh16(x); });
+      return true;
+    case EwOp::kGelu:  // 0.5·x·(1 + erf(x/√2))
+      body([](__m512 x) {
+        const __m512 half_x = _mm512_mul_ps(_mm512_set1_ps(0.5F), x);
+        const __m512 e = erf16(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752F)));
+        return _mm512_fmadd_ps(half_x, e, half_x);
+      });
       return true;
     case EwOp::kSigmoid:
       body([](__m512 x) {
