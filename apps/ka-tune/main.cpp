@@ -63,8 +63,13 @@ int main(int argc, char** argv) {
   bool verbose = false;
   bool quiet = false;
   double tolerance = 0.03;
-  app.add_option("--op", o.op, "exact operator overload: aten::mm, aten::addmm or aten::bmm");
-  app.add_option("--shapes", shapes, "comma-separated shapes: MxKxN (mm, addmm) or BxMxKxN (bmm)");
+  app.add_option("--op", o.op,
+                 "exact operator overload: aten::mm, aten::addmm, aten::bmm, aten::_softmax, "
+                 "aten::layer_norm, aten::sum.dim_IntList, aten::add.Tensor, aten::mul.Tensor, "
+                 "aten::relu, aten::gelu, aten::sigmoid or aten::silu");
+  app.add_option("--shapes", shapes,
+                 "comma-separated shapes: MxKxN (mm, addmm), BxMxKxN (bmm), else the input's "
+                 "sizes, e.g. 4096x4096 (softmax, layer_norm and sum over the last dim)");
   app.add_option("--suite", suite, "take the shapes of --op's cases from this suite (e.g. matmul)");
   app.add_option("--suites-dir", suites_dir, "extra folder searched first for suites");
   app.add_option("--strategy", o.strategy, "search strategy (see --list-strategies)")

@@ -24,8 +24,9 @@ namespace ka::tuner {
 // Note [Tuning a shape]
 // 1. The call is built from the shape (inputs uniform in [-1, 1), seeded) and extracted once
 //    per configuration (a PreparedCall: packed once, run many times); the first run's output
-//    is checked against libtorch (|ka - ref| <= 1e-5·sqrt(K) + 1e-4·|ref|), so a configuration
-//    that computes garbage is recorded 'incorrect', never recommended.
+//    is checked against libtorch (|ka - ref| <= 1e-5·sqrt(K) + 1e-4·|ref|, K the length of
+//    a GEMM's or a sum's reduction, else 1), so a configuration that computes garbage is
+//    recorded 'incorrect', never recommended.
 // 2. Each configuration is timed by profiler::measure (warm-up, repetitions until the CI95
 //    half-width of the median is within the target or the budget ends) and written to the
 //    `trials` table at once, in its own transaction. Trials an earlier run stored for the same
@@ -45,25 +46,58 @@ struct ShapeCall {
   std::int64_t k = 1;
 };
 
-std::vector<std::int64_t> parse_dims(const std::string& shape) {
+// The ops ka-tune can tune and the form of their shapes: GEMMs take MxKxN (BxMxKxN for bmm),
+// the others the sizes of their input (softmax, layer_norm and sum over its last dim; a
+// binary op's second input has the same sizes; gelu is the exact form, approximate='none').
+struct TunableOp {
+  const char* op;
+  std::size_t min_dims;
+  std::size_t max_dims;
+};
+constexpr TunableOp kTunableOps[] = {
+    {"aten::mm", 3, 3},          {"aten::addmm", 3, 3},         {"aten::bmm", 4, 4},
+    {"aten::_softmax", 1, 4},    {"aten::layer_norm", 1, 4},    {"aten::sum.dim_IntList", 1, 4},
+    {"aten::add.Tensor", 1, 4},  {"aten::mul.Tensor", 1, 4},    {"aten::relu", 1, 4},
+    {"aten::gelu", 1, 4},        {"aten::sigmoid", 1, 4},       {"aten::silu", 1, 4},
+};
+
+const TunableOp& tunable_op(const std::string& op) {
+  for (const TunableOp& t : kTunableOps) {
+    if (op == t.op) return t;
+  }
+  std::string names;
+  for (const TunableOp& t : kTunableOps) names += (names.empty() ? "" : ", ") + std::string(t.op);
+  KA_THROW(ValueError, "ka-tune: --op ", op, " is not tunable yet (tunable: ", names, ")");
+}
+
+// The form of op's shapes, for error messages.
+std::string shape_form(const TunableOp& t) {
+  if (t.max_dims == 3 && t.min_dims == 3) return "MxKxN";
+  if (t.max_dims == 4 && t.min_dims == 4) return "BxMxKxN";
+  return "the input's sizes, 1 to 4 dims (e.g. 4096x4096)";
+}
+
+std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& shape) {
+  const TunableOp& t = tunable_op(op);
   std::vector<std::int64_t> dims;
   for (const std::string_view piece : split(shape, 'x')) {
     const std::string part(piece);
     char* end = nullptr;
     const long long v = std::strtoll(part.c_str(), &end, 10);
     KA_CHECK(!part.empty() && end != nullptr && *end == '\0' && v > 0, "bad shape '", shape,
-             "': expected positive integers separated by 'x' (MxKxN, or BxMxKxN for bmm)");
+             "' for ", op, ": expected positive integers separated by 'x' (", shape_form(t), ")");
     dims.push_back(v);
   }
+  KA_CHECK(dims.size() >= t.min_dims && dims.size() <= t.max_dims, "bad shape '", shape,
+           "' for ", op, ": expected ", shape_form(t));
   return dims;
 }
 
 ShapeCall make_call(const std::string& op, const std::string& shape) {
-  const auto d = parse_dims(shape);
+  const auto d = parse_dims(op, shape);
   ShapeCall c;
-  auto uniform = [](std::initializer_list<std::int64_t> sizes) { return at::rand(sizes) * 2 - 1; };
+  auto uniform = [](c10::IntArrayRef sizes) { return at::rand(sizes) * 2 - 1; };
   if (op == "aten::mm" || op == "aten::addmm") {
-    KA_CHECK(d.size() == 3, "bad shape '", shape, "' for ", op, ": expected MxKxN");
     const at::Tensor a = uniform({d[0], d[1]});
     const at::Tensor b = uniform({d[1], d[2]});
     c.k = d[1];
@@ -75,15 +109,42 @@ ShapeCall make_call(const std::string& op, const std::string& shape) {
       c.args = {bias, a, b, 1, 1};
       c.reference = at::addmm(bias, a, b);
     }
-  } else if (op == "aten::bmm") {
-    KA_CHECK(d.size() == 4, "bad shape '", shape, "' for aten::bmm: expected BxMxKxN");
+    return c;
+  }
+  if (op == "aten::bmm") {
     const at::Tensor a = uniform({d[0], d[1], d[2]});
     const at::Tensor b = uniform({d[0], d[2], d[3]});
     c.k = d[2];
     c.args = {a, b};
     c.reference = at::bmm(a, b);
+    return c;
+  }
+  const at::Tensor x = uniform(d);
+  const std::int64_t last = d.back();
+  if (op == "aten::_softmax") {
+    c.args = {x, -1, false};
+    c.reference = at::_softmax(x, -1, false);
+  } else if (op == "aten::layer_norm") {
+    const at::Tensor w = uniform({last});
+    const at::Tensor b = uniform({last});
+    c.args = {x, std::vector<std::int64_t>{last}, w, b, 1e-5, true};
+    c.reference = at::layer_norm(x, {last}, w, b, 1e-5);
+  } else if (op == "aten::sum.dim_IntList") {
+    c.k = last;
+    c.args = {x, c10::IValue(std::vector<std::int64_t>{-1}), false, c10::IValue()};
+    c.reference = at::sum(x, {-1});
+  } else if (op == "aten::add.Tensor" || op == "aten::mul.Tensor") {
+    const at::Tensor y = uniform(d);
+    c.args = op == "aten::add.Tensor" ? std::vector<c10::IValue>{x, y, 1}
+                                      : std::vector<c10::IValue>{x, y};
+    c.reference = op == "aten::add.Tensor" ? x + y : x * y;
+  } else if (op == "aten::gelu") {
+    c.args = {x, std::string("none")};
+    c.reference = at::gelu(x);
   } else {
-    KA_THROW(ValueError, "ka-tune: --op ", op, " is not tunable yet (tunable: aten::mm, aten::addmm, aten::bmm)");
+    c.args = {x};
+    c.reference = op == "aten::relu" ? at::relu(x) : op == "aten::sigmoid" ? at::sigmoid(x)
+                                                                           : at::silu(x);
   }
   return c;
 }
@@ -182,13 +243,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
   KA_CHECK(!o.shapes.empty(), "ka-tune: no shapes to tune (give --shapes or --suite)");
   // Validate everything before a run is recorded.
   (void)make_strategy(o.strategy, o.seed);
-  KA_CHECK(o.op == "aten::mm" || o.op == "aten::addmm" || o.op == "aten::bmm", "ka-tune: --op ",
-           o.op, " is not tunable yet (tunable: aten::mm, aten::addmm, aten::bmm)");
-  for (const std::string& shape : o.shapes) {
-    const std::size_t want = o.op == "aten::bmm" ? 4 : 3;
-    KA_CHECK(parse_dims(shape).size() == want, "bad shape '", shape, "' for ", o.op,
-             want == 4 ? ": expected BxMxKxN" : ": expected MxKxN");
-  }
+  for (const std::string& shape : o.shapes) (void)parse_dims(o.op, shape);
   KA_CHECK(o.threads >= 0, "ka-tune: --threads must be >= 0 (0 means all cores)");
   kernels::set_cpu_thread_limit(o.threads);
   extractor::Extractor& ex = extractor::Extractor::global();

@@ -1,5 +1,6 @@
 // ka-tune's engine on a tiny GEMM: trials land in the database, a second run resumes without
-// repeating a configuration, and the winner reaches the extractor through the table.
+// repeating a configuration, and the winner reaches the extractor through the table; the same
+// for the memory-bound kernels.
 #include <ka/core/error.hpp>
 #include <ka/db/sqlite.hpp>
 #include <ka/runtime/runtime.hpp>
@@ -75,12 +76,50 @@ TEST(Tune, StoresTrialsResumesAndFeedsTheExtractor) {
   std::remove(db.c_str());
 }
 
+// The memory-bound kernels tune through the same engine: softmax's stream/prefetch/rows
+// space, checked against libtorch; the winner reaches the extractor through the table.
+TEST(Tune, SoftmaxLayerNormSumAndElementwiseOps) {
+  const std::string db = ::testing::TempDir() + "ka_tune_rows_" + std::to_string(::getpid()) + ".db";
+  std::remove(db.c_str());
+  for (const char* op : {"aten::_softmax", "aten::layer_norm", "aten::sum.dim_IntList",
+                         "aten::add.Tensor", "aten::gelu", "aten::silu"}) {
+    TuneOptions o = tiny(db);
+    o.op = op;
+    o.shapes = {"33x1000"};
+    o.budget = 4;
+    const auto out = tune(o);
+    ASSERT_EQ(out.size(), 1U) << op;
+    EXPECT_EQ(out[0].evaluated, 4U) << op;
+    EXPECT_EQ(out[0].failed, 0U) << op << ": a configuration failed or computed garbage";
+    EXPECT_GT(out[0].best_median_ns, 0.0) << op;
+  }
+  {
+    db::Connection c(db, db::Connection::Mode::kReadOnly);
+    EXPECT_EQ(count(c, "SELECT COUNT(*) FROM recommendations"), 6);
+    EXPECT_EQ(count(c, "SELECT COUNT(*) FROM trials WHERE disposition != 'ok'"), 0);
+  }
+  runtime::Runtime rt;
+  rt.load_table(db);
+  const at::Tensor x = at::rand({33, 1000});
+  const auto out = rt.call("aten::_softmax", {x, -1, false});
+  EXPECT_TRUE(at::allclose(out[0].toTensor(), at::_softmax(x, -1, false), 1e-5, 1e-7));
+  const auto dump = nlohmann::json::parse(rt.extractor().dump_extraction_context());
+  EXPECT_EQ(dump["provenance"], "exact");
+  rt.set_table(db::RecommendationTable());
+  std::remove(db.c_str());
+}
+
 TEST(Tune, BadRequestsAreClearErrors) {
   TuneOptions o = tiny("/tmp/unused.db");
   o.shapes = {"24x40"};
   EXPECT_THROW(tune(o), ValueError);
   o.shapes = {"24x40x72"};
-  o.op = "aten::relu";
+  o.op = "aten::tanh";  // not an op ka-tune builds calls for
+  EXPECT_THROW(tune(o), ValueError);
+  o.op = "aten::_softmax";
+  o.shapes = {"2x3x4x5x6"};  // more dims than ka-tune builds
+  EXPECT_THROW(tune(o), ValueError);
+  o.shapes = {"0x3"};
   EXPECT_THROW(tune(o), ValueError);
   o.op = "aten::addmm";
   o.strategy = "psychic";

@@ -15,8 +15,12 @@ namespace ka::tuner {
 
 /// What to tune and how.
 struct TuneOptions {
-  std::string op;                   ///< Exact signature: aten::mm, aten::addmm, aten::bmm.
-  std::vector<std::string> shapes;  ///< "MxKxN" (mm, addmm) or "BxMxKxN" (bmm).
+  /// Exact signature: aten::mm, addmm, bmm, _softmax, layer_norm, sum.dim_IntList,
+  /// add.Tensor, mul.Tensor, relu, gelu, sigmoid, silu.
+  std::string op;
+  /// "MxKxN" (mm, addmm), "BxMxKxN" (bmm), else the input's sizes ("4096x4096"; softmax,
+  /// layer_norm and sum over the last dim).
+  std::vector<std::string> shapes;
   std::string strategy = "model";
   std::uint64_t seed = 1;
   std::size_t budget = 0;  ///< Evaluations per shape (0: none, the strategy decides).
