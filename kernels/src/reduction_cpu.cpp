@@ -590,9 +590,14 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
 // accumulates whole input rows into a strip of outputs at once, rows in order, so each input
 // row is read as one run of the strip's width. Strips were 256 outputs (1 KiB of each row,
 // rows 16 KiB apart for 4096 x 4096): every row of every strip a new page and a short run for
-// the prefetchers, 4.5 ms against libtorch's 3.2. Strips are now kColumnStrip = 1024 outputs
-// (4 KiB: a page of each row), and a block is at least one strip whatever rows_per_block asks.
-constexpr std::int64_t kColumnStrip = 1024;
+// the prefetchers, 4.5 ms against libtorch's 3.2. Strips were then 1024 outputs (4 KiB, a page
+// of each row); they are now as wide as kColumnStrip while every thread still gets a block, at
+// least kMinColumnStrip whatever rows_per_block asks: a test loop over 4096 x 4096 took 4.58,
+// 4.21 and 3.55 ms on one thread with strips of 1024, 2048 and 4096 (whole rows). x.sum(0)
+// in ka_memory_bench, three alternating pairs: one thread 3.86-4.45 -> 3.33-3.73 ms, two
+// threads (strips of 2048, each thread half of every row) 2.21-2.30 / 2.14-2.29 ms.
+constexpr std::int64_t kColumnStrip = 4096;
+constexpr std::int64_t kMinColumnStrip = 1024;
 
 struct SumJob {
   const SumArgs* args;
@@ -1004,7 +1009,11 @@ Status prepare_sum_f32_cpu(const SumArgs& args, const LaunchConfig& config, CpuL
     job.columns = outer.nd > 0 && outer.strides[1][outer.nd - 1] == 1 &&
                   row.strides[1][row.nd - 1] != 1 && n > 1;
     // Column blocks cover whole strips of the inner kept dim (Note [Column sums]).
-    if (job.columns) job.per_block = std::max<std::int64_t>(job.per_block, kColumnStrip);
+    if (job.columns) {
+      const std::int64_t per_thread = ceil_div(job.outputs, std::max(1, threads) * 16) * 16;
+      job.per_block = std::max(job.per_block,
+                               std::clamp(per_thread, kMinColumnStrip, kColumnStrip));
+    }
     // Fewer outputs than threads: split the rows (Note [Split sums]), two parts a thread.
     if (!job.columns && threads > 1 && job.outputs < threads) {
       job.splits = std::max<std::int64_t>(

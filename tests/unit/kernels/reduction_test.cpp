@@ -387,6 +387,14 @@ TEST(SumCpu, SplitMultiRowAndColumnPathsOnEveryIsaPath) {
       const at::Tensor c = at::randn({1001, 1030});
       expect_close(run_sum(c, 1, config(16, threads)), ref_sum(c, 1), 1e-5, 1e-3,
                    "columns of 1001 x 1030" + what);
+      // Wider than one strip of 4096 (a block of several strips), and blocks of outputs that
+      // cross the kept dims' rows (x.sum(1) of a 3-d tensor: 3 x 700 outputs).
+      const at::Tensor wide = at::randn({37, 9000});
+      expect_close(run_sum(wide, 1, config(1, threads)), ref_sum(wide, 1), 1e-5, 1e-4,
+                   "columns of 37 x 9000" + what);
+      const at::Tensor cube = at::randn({3, 50, 700});
+      expect_close(run_sum(cube, 2, config(1, threads)), ref_sum(cube, 2), 1e-5, 1e-4,
+                   "dim 1 of 3 x 50 x 700" + what);
     }
   }
 }
