@@ -53,12 +53,16 @@ struct TunableOp {
   const char* op;
   std::size_t min_dims;
   std::size_t max_dims;
+  const char* form;  // for error messages
 };
+constexpr const char* kSizes = "the input's sizes, 1 to 4 dims, e.g. 4096x4096";
 constexpr TunableOp kTunableOps[] = {
-    {"aten::mm", 3, 3},          {"aten::addmm", 3, 3},         {"aten::bmm", 4, 4},
-    {"aten::_softmax", 1, 4},    {"aten::layer_norm", 1, 4},    {"aten::sum.dim_IntList", 1, 4},
-    {"aten::add.Tensor", 1, 4},  {"aten::mul.Tensor", 1, 4},    {"aten::relu", 1, 4},
-    {"aten::gelu", 1, 4},        {"aten::sigmoid", 1, 4},       {"aten::silu", 1, 4},
+    {"aten::mm", 3, 3, "MxKxN"},        {"aten::addmm", 3, 3, "MxKxN"},
+    {"aten::bmm", 4, 4, "BxMxKxN"},     {"aten::_softmax", 1, 4, kSizes},
+    {"aten::layer_norm", 1, 4, kSizes}, {"aten::sum.dim_IntList", 1, 4, kSizes},
+    {"aten::add.Tensor", 1, 4, kSizes}, {"aten::mul.Tensor", 1, 4, kSizes},
+    {"aten::relu", 1, 4, kSizes},       {"aten::gelu", 1, 4, kSizes},
+    {"aten::sigmoid", 1, 4, kSizes},    {"aten::silu", 1, 4, kSizes},
 };
 
 const TunableOp& tunable_op(const std::string& op) {
@@ -67,14 +71,7 @@ const TunableOp& tunable_op(const std::string& op) {
   }
   std::string names;
   for (const TunableOp& t : kTunableOps) names += (names.empty() ? "" : ", ") + std::string(t.op);
-  KA_THROW(ValueError, "ka-tune: --op ", op, " is not tunable yet (tunable: ", names, ")");
-}
-
-// The form of op's shapes, for error messages.
-std::string shape_form(const TunableOp& t) {
-  if (t.max_dims == 3 && t.min_dims == 3) return "MxKxN";
-  if (t.max_dims == 4 && t.min_dims == 4) return "BxMxKxN";
-  return "the input's sizes, 1 to 4 dims (e.g. 4096x4096)";
+  KA_THROW(ValueError, "--op ", op, " is not tunable yet (tunable: ", names, ")");
 }
 
 std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& shape) {
@@ -85,11 +82,11 @@ std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& s
     char* end = nullptr;
     const long long v = std::strtoll(part.c_str(), &end, 10);
     KA_CHECK(!part.empty() && end != nullptr && *end == '\0' && v > 0, "bad shape '", shape,
-             "' for ", op, ": expected positive integers separated by 'x' (", shape_form(t), ")");
+             "' for ", op, ": expected positive integers separated by 'x' (", t.form, ")");
     dims.push_back(v);
   }
   KA_CHECK(dims.size() >= t.min_dims && dims.size() <= t.max_dims, "bad shape '", shape,
-           "' for ", op, ": expected ", shape_form(t));
+           "' for ", op, ": expected ", t.form);
   return dims;
 }
 
