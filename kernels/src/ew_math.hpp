@@ -158,7 +158,7 @@ double run_sum_avx512(const float* x, std::int64_t n);
 /// Where the row kernels prefetch the next row's x to (the `prefetch` tunable, Note [Row
 /// prefetch]): not at all, into L1 (prefetcht0) or into L2 (prefetcht2).
 enum class RowPrefetch : int { kNone = 0, kL1 = 1, kL2 = 2 };
-/// The next row's x (null: none, or not to be prefetched) and where it goes.
+/// The next row's x (null: none, or not to be prefetched, as with kNone) and where it goes.
 struct NextRow {
   const float* x = nullptr;
   RowPrefetch to = RowPrefetch::kL1;

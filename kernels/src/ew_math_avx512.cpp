@@ -237,7 +237,7 @@ struct Drain {
   }
 };
 
-// Prefetches the line of next.x + i where next says (next.x not null, next.to not kNone).
+// Prefetches the line of next.x + i (next.x not null) into the cache next.to names.
 inline void prefetch_next(const NextRow& next, std::int64_t i) {
   const char* line = reinterpret_cast<const char*>(next.x + i);
   if (next.to == RowPrefetch::kL2) {
@@ -252,7 +252,6 @@ inline void prefetch_next(const NextRow& next, std::int64_t i) {
 // given, and drains [0, n) of `drain` (n a multiple of 16) where given.
 float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, NextRow next,
                     const Drain* drain = nullptr) {
-  if (next.to == RowPrefetch::kNone) next.x = nullptr;
   __m512 acc0 = _mm512_setzero_ps();
   __m512 acc1 = _mm512_setzero_ps();
   std::int64_t i = 0;
@@ -431,7 +430,6 @@ void rows_sum_avx512(const float* const* x, int count, std::int64_t n, double* s
 
 void layer_norm_row_avx512(const float* x, const float* w, const float* b, float* out,
                            std::int64_t n, float eps, bool stream, NextRow next) {
-  if (next.to == RowPrefetch::kNone) next.x = nullptr;
   const double mean_d = row_sum(x, n, [](__m512 v) { return v; }) / static_cast<double>(n);
   const auto mean = static_cast<float>(mean_d);
   const __m512 mv = _mm512_set1_ps(mean);

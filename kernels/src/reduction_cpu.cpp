@@ -343,6 +343,12 @@ const float* row_x(const EwProgram& p, int src, bool fused, const Space& row,
   return out;
 }
 
+// The next row as the row kernels get it: its x only where the `prefetch` tunable asks for a
+// prefetch (Note [Row prefetch]).
+detail::NextRow next_row(const float* next, detail::RowPrefetch to) {
+  return {to == detail::RowPrefetch::kNone ? nullptr : next, to};
+}
+
 // Calls f(r, bases of row r, next) for the rows [r0, r1) of a block, next being row r + 1's x
 // when it is input `src` read in place and r + 1 is in this block (the next block may go to
 // another thread), else null: what the row kernels prefetch. Each row's bases are computed once.
@@ -380,9 +386,9 @@ void softmax_rows_avx512(const SoftmaxJob& job, const RowTensors& rt, const Spac
                        if (job.stream) {
                          detail::softmax_row_streamed_avx512(
                              x, out, n, buffer.data() + (r - r0) % 2 * n, pending,
-                             {next, job.prefetch});
+                             next_row(next, job.prefetch));
                        } else {
-                         detail::softmax_row_avx512(x, out, n, {next, job.prefetch});
+                         detail::softmax_row_avx512(x, out, n, next_row(next, job.prefetch));
                        }
                      });
   if (job.stream) {
@@ -522,7 +528,7 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
                              row_x(p, direct_input, fused, row, bases, out, n, s),
                              w_index >= 0 ? bases[w_index] : nullptr,
                              b_index >= 0 ? bases[b_index] : nullptr, out, n, a.eps,
-                             job.stream, {next, job.prefetch});
+                             job.stream, next_row(next, job.prefetch));
                        });
     if (job.stream) detail::stream_fence();
     return;
