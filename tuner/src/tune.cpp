@@ -138,10 +138,17 @@ ShapeCall make_call(const std::string& op, const std::string& shape) {
   } else if (op == "aten::gelu") {
     c.args = {x, std::string("none")};
     c.reference = at::gelu(x);
-  } else {
+  } else if (op == "aten::relu") {
     c.args = {x};
-    c.reference = op == "aten::relu" ? at::relu(x) : op == "aten::sigmoid" ? at::sigmoid(x)
-                                                                           : at::silu(x);
+    c.reference = at::relu(x);
+  } else if (op == "aten::sigmoid") {
+    c.args = {x};
+    c.reference = at::sigmoid(x);
+  } else if (op == "aten::silu") {
+    c.args = {x};
+    c.reference = at::silu(x);
+  } else {  // in kTunableOps without a call built here
+    KA_THROW(InternalError, "ka-tune: no call is built for ", op);
   }
   return c;
 }
