@@ -10,17 +10,17 @@
 namespace ka::kernels {
 namespace {
 
-// The (tile_m, tile_n, tile_k, thread_m, thread_n) combinations gemm_cuda.cu instantiates.
-constexpr std::int64_t kCompiled[][5] = {
-    {32, 32, 8, 2, 2},   {64, 64, 8, 4, 4},   {128, 128, 8, 8, 8}, {128, 64, 8, 8, 4},
-    {64, 128, 8, 4, 8},  {32, 32, 16, 2, 2},  {64, 64, 16, 4, 4},  {128, 128, 16, 8, 8},
-    {128, 64, 16, 8, 4}, {64, 128, 16, 4, 8},
-};
+// The (tile_m, tile_n, tile_k, thread_m, thread_n, vec) combinations gemm_cuda.cu
+// instantiates.
+#define KA_SGEMM_ROW(BM, BN, BK, TM, TN, VEC) {BM, BN, BK, TM, TN, VEC},
+constexpr std::int64_t kCompiled[][6] = {KA_CUDA_SGEMM_VARIANTS(KA_SGEMM_ROW)};
+#undef KA_SGEMM_ROW
 
 bool compiled_variant(const LaunchConfig& c) {
-  const std::int64_t want[5] = {c.get_or("tile_m", 0), c.get_or("tile_n", 0), c.get_or("tile_k", 0),
-                                c.get_or("thread_m", 0), c.get_or("thread_n", 0)};
-  return std::any_of(std::begin(kCompiled), std::end(kCompiled), [&](const std::int64_t(&v)[5]) {
+  const std::int64_t want[6] = {c.get_or("tile_m", 0),   c.get_or("tile_n", 0),
+                                c.get_or("tile_k", 0),   c.get_or("thread_m", 0),
+                                c.get_or("thread_n", 0), c.get_or("vec", 0)};
+  return std::any_of(std::begin(kCompiled), std::end(kCompiled), [&](const std::int64_t(&v)[6]) {
     return std::equal(std::begin(v), std::end(v), std::begin(want));
   });
 }
@@ -69,6 +69,9 @@ LaunchConfig default_point(const GemmShape& s) {
   const std::int64_t thread = tile / 16;
   point.set("tile_m", tile).set("tile_n", tile).set("tile_k", 8);
   point.set("thread_m", thread).set("thread_n", thread);
+  // float4 loads wherever the thread tile allows them (not measured on a GPU yet: Note
+  // [Vector SGEMM]).
+  point.set("vec", thread % 4 == 0 ? 4 : 1);
   return point;
 }
 
@@ -80,9 +83,12 @@ TunableSpace sgemm_space() {
           {"tile_k", {8, 16}, "depth of the shared-memory K slice"},
           {"thread_m", {2, 4, 8}, "rows of each thread's register tile"},
           {"thread_n", {2, 4, 8}, "columns of each thread's register tile"},
+          {"vec", {1, 4}, "floats per global load: 1, or float4 where the layout allows, the "
+                          "next K slice fetched during this one (Note [Vector SGEMM])"},
       },
       {
-          {"(tile_m/thread_m) * (tile_n/thread_n) == 256 threads and the variant is compiled",
+          {"(tile_m/thread_m) * (tile_n/thread_n) == 256 threads and the variant is compiled "
+           "(vec 4: thread_m, thread_n multiples of 4)",
            compiled_variant},
       });
 }
@@ -97,7 +103,7 @@ Status only_f32(const ShapeKey& shape) {
 KernelDescriptor make() {
   KernelDescriptor d;
   d.name = "sgemm_smem_tiled";
-  d.version = 1;
+  d.version = 2;  // 2: the vec tunable
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCUDA;
@@ -119,7 +125,7 @@ KernelDescriptor make() {
 KernelDescriptor make_batched() {
   KernelDescriptor d;
   d.name = "sgemm_smem_tiled_batched";
-  d.version = 1;
+  d.version = 2;  // 2: the vec tunable
   d.ops = {"aten::bmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCUDA;

@@ -76,3 +76,15 @@ BmmShape validate_bmm(const BmmArgs& args, DeviceType expected_device);
 BmmShape bmm_shape(const ShapeKey& key);
 
 }  // namespace ka::kernels::detail
+
+/// The CUDA SGEMM's compiled variants, X(tile_m, tile_n, tile_k, thread_m, thread_n, vec):
+/// every tile with one-float global loads (sgemm_tiled), those whose thread tiles are multiples
+/// of 4 also with float4 loads (vec 4: sgemm_vec4, Note [Vector SGEMM]). The one list that
+/// gemm_cuda.cu instantiates, the descriptor's space admits and the tests run.
+#define KA_CUDA_SGEMM_VARIANTS(X)                                                     \
+  X(32, 32, 8, 2, 2, 1) X(64, 64, 8, 4, 4, 1) X(128, 128, 8, 8, 8, 1)                 \
+  X(128, 64, 8, 8, 4, 1) X(64, 128, 8, 4, 8, 1) X(32, 32, 16, 2, 2, 1)                \
+  X(64, 64, 16, 4, 4, 1) X(128, 128, 16, 8, 8, 1) X(128, 64, 16, 8, 4, 1)             \
+  X(64, 128, 16, 4, 8, 1) X(64, 64, 8, 4, 4, 4) X(128, 128, 8, 8, 8, 4)               \
+  X(128, 64, 8, 8, 4, 4) X(64, 128, 8, 4, 8, 4) X(64, 64, 16, 4, 4, 4)                \
+  X(128, 128, 16, 8, 8, 4) X(128, 64, 16, 8, 4, 4) X(64, 128, 16, 4, 8, 4)

@@ -1,0 +1,281 @@
+// The CUDA SGEMM kernels (addmm semantics, blockIdx.z over a batch), apart from their launcher
+// (gemm_cuda.cu) so that tests can also run them on the CPU (tests/support/simt_host.hpp,
+// Note [SIMT on the host]). Device code only.
+#pragma once
+
+#include "elementwise_device.cuh"
+
+#include <ka/kernels/gemm.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+// A 16-byte vector access; simt_host.hpp checks its alignment, which a GPU faults on.
+#ifndef KA_SIMT_VECTOR_ALIGNED
+#define KA_SIMT_VECTOR_ALIGNED(p) static_cast<void>(0)
+#endif
+
+namespace ka::kernels::cuda_detail {
+
+/// One SGEMM launch's operands: C = epilogue(alpha * A @ B + beta * bias), A [m, k], B [k, n],
+/// C [m, n], each with its row and column strides in elements; entry z of a batch (blockIdx.z)
+/// starts batch_* elements after entry z - 1. bias is null or broadcast to [m, n] by its
+/// strides. vec_a / vec_b: the operand may be read as float4 along its unit-stride dim
+/// (sgemm_operands_vectorizable); only sgemm_vec4 reads them.
+struct SgemmOperands {
+  long long m, n, k;
+  const float* a;
+  long long sa0, sa1;
+  const float* b;
+  long long sb0, sb1;
+  float* c;
+  long long sc0, sc1;
+  const float* bias;
+  long long bs0, bs1;
+  float alpha, beta;
+  Epilogue epilogue;
+  long long batch_a, batch_b, batch_c;
+  bool vec_a, vec_b;
+};
+
+/// Whether an operand's rows can be read as aligned float4s along its columns: unit column
+/// stride, row and batch strides multiples of 4, 16-byte aligned start.
+__host__ __device__ inline bool float4_rows(const float* p, long long row_stride,
+                                            long long col_stride, long long batch_stride) {
+  return col_stride == 1 && row_stride % 4 == 0 && batch_stride % 4 == 0 &&
+         reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+__device__ __forceinline__ float4 load_float4(const float* p) {
+  KA_SIMT_VECTOR_ALIGNED(p);
+  return *reinterpret_cast<const float4*>(p);
+}
+
+__device__ __forceinline__ void store_float4(float* p, float4 v) {
+  KA_SIMT_VECTOR_ALIGNED(p);
+  *reinterpret_cast<float4*>(p) = v;
+}
+
+// The value at (r, c) of the output tile a thread holds, epilogue applied, stored if in range.
+__device__ __forceinline__ void store_output(const SgemmOperands& op, float* c, long long r,
+                                             long long col, float acc) {
+  if (r >= op.m || col >= op.n) return;
+  float v = op.alpha * acc;
+  if (op.bias != nullptr) v += op.beta * op.bias[r * op.bs0 + col * op.bs1];
+  c[r * op.sc0 + col * op.sc1] = apply_epilogue(op.epilogue, v);
+}
+
+/// Shared-memory tiles of BM x BK (A) and BK x BN (B), each thread accumulating a TM x TN
+/// register tile; every global load is one float. The activation epilogue is a runtime
+/// switch at the store (uniform across the grid) rather than a template parameter, which
+/// would multiply the compiled variants by 6.
+template <int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_tiled(const SgemmOperands op) {
+  constexpr int kThreads = (BM / TM) * (BN / TN);
+  const float* a = op.a + static_cast<long long>(blockIdx.z) * op.batch_a;
+  const float* b = op.b + static_cast<long long>(blockIdx.z) * op.batch_b;
+  float* c = op.c + static_cast<long long>(blockIdx.z) * op.batch_c;
+  __shared__ float as[BK][BM];
+  __shared__ float bs[BK][BN];
+  const int tid = static_cast<int>(threadIdx.x);
+  const long long row0 = static_cast<long long>(blockIdx.y) * BM;
+  const long long col0 = static_cast<long long>(blockIdx.x) * BN;
+  const int trow = tid / (BN / TN);
+  const int tcol = tid % (BN / TN);
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0F;
+  }
+
+  for (long long k0 = 0; k0 < op.k; k0 += BK) {
+    for (int i = tid; i < BM * BK; i += kThreads) {
+      const int r = i / BK;
+      const int kk = i % BK;
+      const long long gr = row0 + r;
+      const long long gk = k0 + kk;
+      as[kk][r] = (gr < op.m && gk < op.k) ? a[gr * op.sa0 + gk * op.sa1] : 0.0F;
+    }
+    for (int i = tid; i < BK * BN; i += kThreads) {
+      const int kk = i / BN;
+      const int cc = i % BN;
+      const long long gk = k0 + kk;
+      const long long gc = col0 + cc;
+      bs[kk][cc] = (gk < op.k && gc < op.n) ? b[gk * op.sb0 + gc * op.sb1] : 0.0F;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float ar[TM];
+      float br[TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) ar[i] = as[kk][trow * TM + i];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) br[j] = bs[kk][tcol * TN + j];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(ar[i], br[j], acc[i][j]);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      store_output(op, c, row0 + trow * TM + i, col0 + tcol * TN + j, acc[i][j]);
+    }
+  }
+}
+
+// Note [Vector SGEMM]
+// sgemm_tiled issues one 4-byte global load per element and waits for each tile before it
+// computes on it. sgemm_vec4 reads A along k and B along n in float4s where the operand's
+// layout allows (vec_a, vec_b: unit stride along that dim, 16-byte aligned rows; else four
+// guarded scalar loads fill the same float4, and so do the tiles' ragged edges), and fetches
+// the next K slice into registers while it computes on the current one in shared memory, so
+// the global loads' latency hides behind BK steps of FMAs; one barrier pair per slice. A is
+// stored transposed (as[k][m]) so that both operands' per-thread fragments are float4 reads
+// of shared memory: thread_m and thread_n are multiples of 4. Unmeasured on a GPU so far (no
+// GPU was lent to the sessions that wrote it): the device check sweeps it against
+// sgemm_tiled and cuBLAS (the `vec` tunable).
+template <int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmOperands op) {
+  static_assert(BK % 4 == 0 && BN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0,
+                "sgemm_vec4 moves float4s along k (A), n (B) and the thread tiles");
+  constexpr int kThreads = (BM / TM) * (BN / TN);
+  constexpr int kSlotsA = BM * BK / 4;  // float4s of an A slice: 4 consecutive k of a row
+  constexpr int kSlotsB = BK * BN / 4;  // float4s of a B slice: 4 consecutive n of a row
+  constexpr int kPerThreadA = (kSlotsA + kThreads - 1) / kThreads;
+  constexpr int kPerThreadB = (kSlotsB + kThreads - 1) / kThreads;
+  const float* a = op.a + static_cast<long long>(blockIdx.z) * op.batch_a;
+  const float* b = op.b + static_cast<long long>(blockIdx.z) * op.batch_b;
+  float* c = op.c + static_cast<long long>(blockIdx.z) * op.batch_c;
+  __shared__ __align__(16) float as[BK][BM];
+  __shared__ __align__(16) float bs[BK][BN];
+  const int tid = static_cast<int>(threadIdx.x);
+  const long long row0 = static_cast<long long>(blockIdx.y) * BM;
+  const long long col0 = static_cast<long long>(blockIdx.x) * BN;
+  const int trow = tid / (BN / TN);
+  const int tcol = tid % (BN / TN);
+
+  float4 ra[kPerThreadA];
+  float4 rb[kPerThreadB];
+  // The slice at k0 into ra / rb (zeros outside the matrices).
+  const auto fetch = [&](long long k0) {
+#pragma unroll
+    for (int s = 0; s < kPerThreadA; ++s) {
+      const int slot = tid + s * kThreads;
+      if (slot >= kSlotsA) break;
+      const long long gr = row0 + slot / (BK / 4);
+      const long long gk = k0 + 4 * (slot % (BK / 4));
+      if (op.vec_a && gr < op.m && gk + 3 < op.k) {
+        ra[s] = load_float4(a + gr * op.sa0 + gk);
+      } else {
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          v[j] = (gr < op.m && gk + j < op.k) ? a[gr * op.sa0 + (gk + j) * op.sa1] : 0.0F;
+        }
+        ra[s] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kPerThreadB; ++s) {
+      const int slot = tid + s * kThreads;
+      if (slot >= kSlotsB) break;
+      const long long gk = k0 + slot / (BN / 4);
+      const long long gc = col0 + 4 * (slot % (BN / 4));
+      if (op.vec_b && gk < op.k && gc + 3 < op.n) {
+        rb[s] = load_float4(b + gk * op.sb0 + gc);
+      } else {
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          v[j] = (gk < op.k && gc + j < op.n) ? b[gk * op.sb0 + (gc + j) * op.sb1] : 0.0F;
+        }
+        rb[s] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
+  };
+  // ra / rb into the shared tiles.
+  const auto stash = [&] {
+#pragma unroll
+    for (int s = 0; s < kPerThreadA; ++s) {
+      const int slot = tid + s * kThreads;
+      if (slot >= kSlotsA) break;
+      const int r = slot / (BK / 4);
+      const int kq = 4 * (slot % (BK / 4));
+      as[kq][r] = ra[s].x;
+      as[kq + 1][r] = ra[s].y;
+      as[kq + 2][r] = ra[s].z;
+      as[kq + 3][r] = ra[s].w;
+    }
+#pragma unroll
+    for (int s = 0; s < kPerThreadB; ++s) {
+      const int slot = tid + s * kThreads;
+      if (slot >= kSlotsB) break;
+      store_float4(&bs[slot / (BN / 4)][4 * (slot % (BN / 4))], rb[s]);
+    }
+  };
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0F;
+  }
+  fetch(0);
+  stash();
+  __syncthreads();
+  for (long long k0 = 0; k0 < op.k; k0 += BK) {
+    const bool more = k0 + BK < op.k;
+    if (more) fetch(k0 + BK);  // in flight during this slice's FMAs
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float ar[TM];
+      float br[TN];
+#pragma unroll
+      for (int i = 0; i < TM; i += 4) {
+        const float4 v = load_float4(&as[kk][trow * TM + i]);
+        ar[i] = v.x;
+        ar[i + 1] = v.y;
+        ar[i + 2] = v.z;
+        ar[i + 3] = v.w;
+      }
+#pragma unroll
+      for (int j = 0; j < TN; j += 4) {
+        const float4 v = load_float4(&bs[kk][tcol * TN + j]);
+        br[j] = v.x;
+        br[j + 1] = v.y;
+        br[j + 2] = v.z;
+        br[j + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(ar[i], br[j], acc[i][j]);
+      }
+    }
+    __syncthreads();  // every thread is done reading this slice
+    if (more) {
+      stash();
+      __syncthreads();
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      store_output(op, c, row0 + trow * TM + i, col0 + tcol * TN + j, acc[i][j]);
+    }
+  }
+}
+
+}  // namespace ka::kernels::cuda_detail
