@@ -1,4 +1,5 @@
-// KA_CUDA_CHECK: the one wrapper around CUDA runtime calls (STYLE.md, "Errors").
+// KA_CUDA_CHECK: the one wrapper around CUDA runtime calls (STYLE.md, "Errors"), and the
+// launcher the kernels' run_* functions launch through on a GPU.
 #pragma once
 
 #include <ka/core/error.hpp>
@@ -15,3 +16,21 @@
                cudaGetErrorString(ka_cuda_status_), " / call: '" #expr "'");                   \
     }                                                                                          \
   } while (false)
+
+#if defined(__CUDACC__)
+namespace ka::kernels::cuda_detail {
+
+/// A run_* launcher (launch(kernel, blocks, threads, args...)): the kernel on `stream`, then
+/// its launch error, if any, as ka::CudaError. The tests' twin is test::simt::Launcher.
+struct StreamLauncher {
+  cudaStream_t stream;
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), unsigned blocks, unsigned threads,
+                  const Args&... args) const {
+    kernel<<<blocks, threads, 0, stream>>>(args...);
+    KA_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+}  // namespace ka::kernels::cuda_detail
+#endif

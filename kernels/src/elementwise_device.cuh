@@ -1,7 +1,8 @@
 // Device pieces shared by the CUDA element-wise, reduction and GEMM kernels: the EwProgram
-// evaluator, the activations with ATen's fp32 semantics, and strided layouts with collapsed
-// dimensions. Included only by .cu files; the evaluator and Layout::offsets are also host
-// functions so that host code can check them against EwProgram::eval.
+// evaluator, the activations with ATen's fp32 semantics, strided layouts with collapsed
+// dimensions and the kernels' common plumbing. Included by the kernels' headers (and through
+// them by the .cu launchers and the host-emulated tests); the evaluator and Layout::offsets
+// are also host functions so that host code can check them against EwProgram::eval.
 #pragma once
 
 #include <ka/core/error.hpp>
@@ -12,6 +13,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+// __noinline__ for device functions; host compilers (tests/support/simt_host.hpp) get GCC's
+// attribute, as defining __noinline__ itself would break libstdc++'s __attribute__((__noinline__)).
+#if defined(__CUDACC__)
+#define KA_DEVICE_NOINLINE __noinline__
+#else
+#define KA_DEVICE_NOINLINE __attribute__((noinline))
+#endif
 
 namespace ka::kernels::cuda_detail {
 
@@ -126,6 +135,42 @@ __host__ __device__ __forceinline__ float eval_program(const EwProgram& p, const
     r[ins.dst] = v;
   }
   return r[p.result];
+}
+
+// ---- kernel plumbing shared by the element-wise and row kernels -------------------------------
+
+/// The inputs a program reads at most.
+constexpr int kMaxInputs = EwProgram::kMaxInputs;
+
+/// Every kernel must launch at its space's largest block: (1024, 1) caps registers at 64.
+/// (With the thread count alone ptxas aimed for 32 and spilled.)
+constexpr int kMaxBlockThreads = 1024;
+
+/// The inputs of an element-wise program, passed by value to kernels.
+struct InputPtrs {
+  const float* p[kMaxInputs];
+};
+
+/// eval_program, not inlined: kernels evaluate the program at several unrolled sites, and one
+/// copy of the interpreter keeps compile time and instruction cache footprint small.
+__device__ KA_DEVICE_NOINLINE inline float eval_at(const EwProgram& prog, const float* in) {
+  return eval_program(prog, in);
+}
+
+// A 16-byte vector access; tests/support/simt_host.hpp checks its alignment, which a GPU
+// faults on and a CPU forgives.
+#ifndef KA_SIMT_VECTOR_ALIGNED
+#define KA_SIMT_VECTOR_ALIGNED(p) static_cast<void>(0)
+#endif
+
+__device__ __forceinline__ float4 load_float4(const float* p) {
+  KA_SIMT_VECTOR_ALIGNED(p);
+  return *reinterpret_cast<const float4*>(p);
+}
+
+__device__ __forceinline__ void store_float4(float* p, float4 v) {
+  KA_SIMT_VECTOR_ALIGNED(p);
+  *reinterpret_cast<float4*>(p) = v;
 }
 
 // ---- strided layouts ---------------------------------------------------------------------------

@@ -11,11 +11,6 @@
 
 #include <cstdint>
 
-// A 16-byte vector access; simt_host.hpp checks its alignment, which a GPU faults on.
-#ifndef KA_SIMT_VECTOR_ALIGNED
-#define KA_SIMT_VECTOR_ALIGNED(p) static_cast<void>(0)
-#endif
-
 namespace ka::kernels::cuda_detail {
 
 /// One SGEMM launch's operands: C = epilogue(alpha * A @ B + beta * bias), A [m, k], B [k, n],
@@ -45,16 +40,6 @@ __host__ __device__ inline bool float4_rows(const float* p, long long row_stride
                                             long long col_stride, long long batch_stride) {
   return col_stride == 1 && row_stride % 4 == 0 && batch_stride % 4 == 0 &&
          reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
-__device__ __forceinline__ float4 load_float4(const float* p) {
-  KA_SIMT_VECTOR_ALIGNED(p);
-  return *reinterpret_cast<const float4*>(p);
-}
-
-__device__ __forceinline__ void store_float4(float* p, float4 v) {
-  KA_SIMT_VECTOR_ALIGNED(p);
-  *reinterpret_cast<float4*>(p) = v;
 }
 
 // The value at (r, c) of the output tile a thread holds, epilogue applied, stored if in range.

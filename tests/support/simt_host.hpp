@@ -7,17 +7,19 @@
 // Note [SIMT on the host]
 // A host compiler sees CUDA's qualifiers (__global__, __device__, __shared__ ...) defined to
 // nothing by cuda_runtime.h, so a kernel compiles as an ordinary function. This header gives
-// it what only nvcc provides: threadIdx, blockIdx, blockDim and gridDim, __syncthreads(), and
-// __shared__ as `static`, so that a block's threads share one copy of each shared array.
-// Blocks run one after another; the threads of a block are ucontext fibers on the calling
-// thread that take turns, a turn lasting from one barrier to the next (or to the kernel's
-// return: an exited thread no longer counts at the barrier, as on a GPU). Turns go in thread
-// order in one phase and in reverse order in the next, so a missing __syncthreads shows as a
-// wrong result: some thread reads shared data its neighbours have not written yet, or have
-// already overwritten. Under ASan (the fibers' stacks are announced to it) an index out of a
-// shared array or a tensor fails the test. What this checks: the kernel's indexing, bounds,
-// barriers and arithmetic (with the host's float functions). What it does not: warp-
-// synchronous code (shuffles, votes), tensor-core fragments, timing, and memory-model effects
+// it what only nvcc provides: threadIdx, blockIdx, blockDim and gridDim, __syncthreads(),
+// __shfl_xor_sync over full warps, and __shared__ as `static`, so that a block's threads share
+// one copy of each shared array. Blocks run one after another; the threads of a block are
+// ucontext fibers on the calling thread that take turns, a turn lasting until the thread waits
+// (at a barrier for its block, at a shuffle for its warp) or returns (an exited thread no
+// longer counts at a barrier, as on a GPU). Turns go in thread order in one round and in
+// reverse order in the next, so a missing __syncthreads shows as a wrong result: some thread
+// reads shared data its neighbours have not written yet, or have already overwritten. A warp
+// whose threads split between a shuffle and a barrier, or a shuffle reading a returned lane,
+// aborts with the block and thread. Under ASan (the fibers' stacks are announced to it) an
+// index out of a shared array or a tensor fails the test. What this checks: the kernel's
+// indexing, bounds, barriers, shuffles and arithmetic (with the host's float functions). What
+// it does not: other warp intrinsics, tensor-core fragments, timing, and memory-model effects
 // that sequential turns cannot show. KA_SIMT_VECTOR_ALIGNED(p) (defined here) aborts at a
 // misaligned 16-byte vector access, which a GPU faults on and a CPU forgives.
 #pragma once
@@ -39,12 +41,15 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -66,11 +71,12 @@ inline dim3 block_dim;
 inline dim3 grid_dim;
 
 // The emulated threads of the running block: one ucontext fiber each on the calling thread,
-// run in turns; a turn ends at __syncthreads() or when the kernel returns, so one round of
-// turns is one barrier phase.
+// run in turns. A turn ends where the thread waits (at __syncthreads(), for the whole block;
+// at a warp shuffle, for its warp) or returns; waiting threads are released when every live
+// thread of their block (or warp) waits there too.
 class Block {
  public:
-  explicit Block(unsigned threads) : fibers_(threads) {
+  explicit Block(unsigned threads) : fibers_(threads), slots_(threads) {
     // Not zeroed: a stack's pages are touched (and faulted in) only as deep as it is used.
     for (Fiber& f : fibers_) f.stack.reset(new char[kStackBytes]);
   }
@@ -83,36 +89,88 @@ class Block {
       prepare(fibers_[t]);
     }
     const std::size_t n = fibers_.size();
-    bool live = true;
-    for (bool reverse = false; live; reverse = !reverse) {
-      live = false;
+    for (bool reverse = false;; reverse = !reverse) {
       for (std::size_t i = 0; i < n; ++i) {
         Fiber& f = fibers_[reverse ? n - 1 - i : i];
-        if (f.done) continue;
+        if (f.wait != Wait::kRun) continue;
         running_ = &f;
         current = f.state;
         switch_to(&scheduler_, f);
-        live = live || !f.done;
       }
+      if (!release()) return;
     }
   }
 
-  // From a fiber: its turn ends until every live thread of the block got here.
-  void barrier() { switch_back(false); }
+  // From a fiber: waits until every live thread of the block waits here too.
+  void barrier() { wait(Wait::kBlock); }
+
+  /// From a fiber: __shfl_xor_sync over the whole warp.
+  std::uint64_t shuffle_xor(std::uint64_t bits, unsigned lane_mask) {
+    const auto self = static_cast<std::size_t>(running_ - fibers_.data());
+    const std::size_t partner = self ^ lane_mask;
+    if (lane_mask >= kWarp || partner >= fibers_.size()) {
+      fail("a warp shuffle's partner lane is outside the block");
+    }
+    slots_[self] = bits;
+    wait(Wait::kWarp);  // every lane has written its slot
+    if (fibers_[partner].wait == Wait::kDone) fail("a warp shuffle reads a lane that returned");
+    const std::uint64_t got = slots_[partner];
+    wait(Wait::kWarp);  // every lane has read before any writes its next value
+    return got;
+  }
 
  private:
   static constexpr std::size_t kStackBytes = 256 * 1024;
+  static constexpr std::size_t kWarp = 32;
+  enum class Wait : std::uint8_t { kRun, kBlock, kWarp, kDone };
   struct Fiber {
     ucontext_t context;
     std::unique_ptr<char[]> stack;
     ThreadState state;
-    bool done = false;
+    Wait wait = Wait::kRun;
   };
+
+  [[noreturn]] static void fail(const char* what) {
+    std::fprintf(stderr, "simt_host: %s (block %u,%u,%u thread %u,%u,%u)\n", what,
+                 current.block.x, current.block.y, current.block.z, current.thread.x,
+                 current.thread.y, current.thread.z);
+    std::abort();
+  }
+
+  // Lets the waiting threads go on: whole warps that all wait at a shuffle, else the whole
+  // block if all wait at __syncthreads(). False when every thread has returned.
+  bool release() {
+    bool any = false;
+    for (std::size_t w = 0; w < fibers_.size(); w += kWarp) {
+      const std::size_t end = std::min(fibers_.size(), w + kWarp);
+      bool all = true;
+      bool some = false;
+      for (std::size_t i = w; i < end; ++i) {
+        all = all && (fibers_[i].wait == Wait::kWarp || fibers_[i].wait == Wait::kDone);
+        some = some || fibers_[i].wait == Wait::kWarp;
+      }
+      if (!all || !some) continue;
+      for (std::size_t i = w; i < end; ++i) {
+        if (fibers_[i].wait == Wait::kWarp) fibers_[i].wait = Wait::kRun;
+      }
+      any = true;
+    }
+    if (any) return true;
+    bool live = false;
+    for (const Fiber& f : fibers_) {
+      if (f.wait == Wait::kWarp) fail("threads of a warp diverge: a shuffle against a barrier");
+      live = live || f.wait == Wait::kBlock;
+    }
+    for (Fiber& f : fibers_) {
+      if (f.wait == Wait::kBlock) f.wait = Wait::kRun;
+    }
+    return live;
+  }
 
   // f's context: kernel_ on f's stack from the start. (Apart from run(): getcontext returns
   // twice, and no loop variable may live across it.)
   void prepare(Fiber& f) {
-    f.done = false;
+    f.wait = Wait::kRun;
     getcontext(&f.context);
     f.context.uc_stack.ss_sp = f.stack.get();
     f.context.uc_stack.ss_size = kStackBytes;
@@ -126,8 +184,7 @@ class Block {
     __sanitizer_finish_switch_fiber(nullptr, &b.scheduler_stack_bottom_, &b.scheduler_stack_size_);
 #endif
     (*b.kernel_)();
-    b.running_->done = true;
-    b.switch_back(true);
+    b.wait(Wait::kDone);
   }
 
   void switch_to(ucontext_t* from, Fiber& to) {
@@ -141,8 +198,11 @@ class Block {
 #endif
   }
 
-  void switch_back(bool finished) {
+  // The running fiber's turn ends; it resumes once released (never, after kDone).
+  void wait(Wait why) {
     Fiber& self = *running_;
+    self.wait = why;
+    const bool finished = why == Wait::kDone;
 #if KA_SIMT_ASAN
     // A finished fiber's fake stack is released (null save slot).
     void* fake_stack = nullptr;
@@ -164,6 +224,7 @@ class Block {
 
  private:
   std::vector<Fiber> fibers_;
+  std::vector<std::uint64_t> slots_;  // each thread's value at a shuffle
   ucontext_t scheduler_{};
   Fiber* running_ = nullptr;
   const std::function<void()>* kernel_ = nullptr;
@@ -186,6 +247,16 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   Block::active = nullptr;
 }
 
+/// A launcher for the kernels' run_* functions (launch(kernel, blocks, threads, args...)):
+/// the kernel over the emulated grid.
+struct Launcher {
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), unsigned blocks, unsigned threads,
+                  const Args&... args) const {
+    launch(dim3(blocks), dim3(threads), [&] { kernel(args...); });
+  }
+};
+
 }  // namespace ka::test::simt
 
 #define threadIdx (::ka::test::simt::current.thread)
@@ -194,6 +265,19 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
 #define gridDim (::ka::test::simt::grid_dim)
 
 inline void __syncthreads() { ::ka::test::simt::Block::active->barrier(); }
+
+// The full-warp shuffle of a value of at most 8 bytes (float, int, ...).
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t) && std::is_trivially_copyable_v<T>,
+                "simt_host shuffles values of up to 8 bytes");
+  if (mask != 0xffffffffU) std::abort();  // partial masks are not emulated
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = ::ka::test::simt::Block::active->shuffle_xor(bits, static_cast<unsigned>(lane_mask));
+  std::memcpy(&v, &bits, sizeof(T));
+  return v;
+}
 
 #define KA_SIMT_VECTOR_ALIGNED(p)                                                         \
   do {                                                                                   \
