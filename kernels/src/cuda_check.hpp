@@ -20,14 +20,13 @@
 #if defined(__CUDACC__)
 namespace ka::kernels::cuda_detail {
 
-/// A run_* launcher (launch(kernel, blocks, threads, args...)): the kernel on `stream`, then
-/// its launch error, if any, as ka::CudaError. The tests' twin is test::simt::Launcher.
+/// A run_* launcher (launch(kernel, grid, block, args...)): the kernel on `stream`, then its
+/// launch error, if any, as ka::CudaError. The tests' twin is test::simt::Launcher.
 struct StreamLauncher {
   cudaStream_t stream;
   template <typename... Params, typename... Args>
-  void operator()(void (*kernel)(Params...), unsigned blocks, unsigned threads,
-                  const Args&... args) const {
-    kernel<<<blocks, threads, 0, stream>>>(args...);
+  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, const Args&... args) const {
+    kernel<<<grid, block, 0, stream>>>(args...);
     KA_CUDA_CHECK(cudaGetLastError());
   }
 };

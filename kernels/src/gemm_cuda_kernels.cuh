@@ -1,15 +1,20 @@
-// The CUDA SGEMM kernels (addmm semantics, blockIdx.z over a batch), apart from their launcher
-// (gemm_cuda.cu) so that tests can also run them on the CPU (tests/support/simt_host.hpp,
-// Note [SIMT on the host]). Device code only.
+// The CUDA SGEMM kernels (addmm semantics, blockIdx.z over a batch) and their launch plans,
+// apart from the launcher (gemm_cuda.cu) so that tests also run plan and kernels on the CPU
+// (tests/support/simt_host.hpp, Note [SIMT on the host]). plan_addmm / plan_bmm validate a
+// call and pick the compiled variant of its config; run_sgemm hands the kernel to a launcher.
 #pragma once
 
 #include "elementwise_device.cuh"
+#include "gemm_internal.hpp"
 
+#include <ka/core/error.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace ka::kernels::cuda_detail {
 
@@ -149,8 +154,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmO
   const int trow = tid / (BN / TN);
   const int tcol = tid % (BN / TN);
 
-  float4 ra[kPerThreadA];
-  float4 rb[kPerThreadB];
+  float4 ra[kPerThreadA] = {};  // (a thread's spare slots stay unused; the host compiler
+  float4 rb[kPerThreadB] = {};  // cannot tell, and warns)
   // The slice at k0 into ra / rb (zeros outside the matrices).
   const auto fetch = [&](long long k0) {
 #pragma unroll
@@ -260,6 +265,148 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmO
     for (int j = 0; j < TN; ++j) {
       store_output(op, c, row0 + trow * TM + i, col0 + tcol * TN + j, acc[i][j]);
     }
+  }
+}
+
+// ---- launch plans (host) ----------------------------------------------------------------------
+
+/// A compiled SGEMM: its tunables and kernel.
+struct SgemmVariant {
+  int bm, bn, bk, tm, tn, vec;
+  void (*kernel)(SgemmOperands);
+};
+
+// The kernel of a variant: one-float loads (vec 1) or float4 loads (vec 4).
+template <int BM, int BN, int BK, int TM, int TN, int VEC>
+constexpr SgemmVariant sgemm_variant() {
+  if constexpr (VEC == 4) {
+    return {BM, BN, BK, TM, TN, VEC, &sgemm_vec4<BM, BN, BK, TM, TN>};
+  } else {
+    return {BM, BN, BK, TM, TN, VEC, &sgemm_tiled<BM, BN, BK, TM, TN>};
+  }
+}
+
+/// Every compiled variant (KA_CUDA_SGEMM_VARIANTS), in its order.
+inline const std::vector<SgemmVariant>& sgemm_variants() {
+#define KA_SGEMM_VARIANT(BM, BN, BK, TM, TN, VEC) sgemm_variant<BM, BN, BK, TM, TN, VEC>(),
+  static const std::vector<SgemmVariant> all = {KA_CUDA_SGEMM_VARIANTS(KA_SGEMM_VARIANT)};
+#undef KA_SGEMM_VARIANT
+  return all;
+}
+
+/// The variant a config names; null when none is compiled.
+inline const SgemmVariant* find_sgemm_variant(const LaunchConfig& config) {
+  const auto bm = config.get_or("tile_m", 0);
+  const auto bn = config.get_or("tile_n", 0);
+  const auto bk = config.get_or("tile_k", 0);
+  const auto tm = config.get_or("thread_m", 0);
+  const auto tn = config.get_or("thread_n", 0);
+  const auto vec = config.get_or("vec", 1);
+  for (const SgemmVariant& v : sgemm_variants()) {
+    if (v.bm == bm && v.bn == bn && v.bk == bk && v.tm == tm && v.tn == tn && v.vec == vec) {
+      return &v;
+    }
+  }
+  return nullptr;
+}
+
+/// One SGEMM call: `batch` GEMMs (batch_* apart in op) with variant v. v null: nothing to
+/// launch (an empty output).
+struct SgemmLaunch {
+  const SgemmVariant* v = nullptr;
+  SgemmOperands op{};
+  long long batch = 1;
+};
+
+// The variant of a config checked against the space; fills l.v and op's float4 flags.
+inline Status pick_variant(const KernelDescriptor& d, const LaunchConfig& config, SgemmLaunch& l) {
+  if (Status st = d.space.check(config); !st) return st;
+  l.v = find_sgemm_variant(config);
+  if (l.v == nullptr) return Status::unsupported("no compiled SGEMM variant for " + config.str());
+  l.op.vec_a = float4_rows(l.op.a, l.op.sa0, l.op.sa1, l.op.batch_a);
+  l.op.vec_b = float4_rows(l.op.b, l.op.sb0, l.op.sb1, l.op.batch_b);
+  return Status::ok();
+}
+
+/// Validates an addmm (throws ka::ValueError on bad arguments; a config outside the space, or
+/// not compiled, is a Status) and lays out its launch. The device's limits are the caller's
+/// check (KernelDescriptor::can_run).
+inline Status plan_addmm(const AddmmArgs& args, const LaunchConfig& config, SgemmLaunch& l) {
+  const GemmShape s = detail::validate_addmm(args, DeviceType::kCUDA);
+  KA_CHECK(static_cast<int>(args.epilogue) <= static_cast<int>(Epilogue::kSilu),
+           "gemm_f32_cuda: unknown epilogue ", static_cast<int>(args.epilogue));
+  l = SgemmLaunch{};
+  const detail::BiasView bias = detail::broadcast_bias(args, s.m, s.n);
+  SgemmOperands& op = l.op;
+  op.m = s.m;
+  op.n = s.n;
+  op.k = s.k;
+  op.a = args.mat1.data_as<const float>();
+  op.sa0 = args.mat1.stride(0);
+  op.sa1 = args.mat1.stride(1);
+  op.b = args.mat2.data_as<const float>();
+  op.sb0 = args.mat2.stride(0);
+  op.sb1 = args.mat2.stride(1);
+  op.c = args.out.data_as<float>();
+  op.sc0 = args.out.stride(0);
+  op.sc1 = args.out.stride(1);
+  op.bias = bias.data;
+  op.bs0 = bias.row_stride;
+  op.bs1 = bias.col_stride;
+  op.alpha = args.alpha;
+  op.beta = args.beta;
+  op.epilogue = args.epilogue;
+  if (Status st = pick_variant(gemm_f32_cuda_descriptor(), config, l); !st) return st;
+  if (s.m == 0 || s.n == 0) l.v = nullptr;
+  return Status::ok();
+}
+
+/// As plan_addmm, for bmm.
+inline Status plan_bmm(const BmmArgs& args, const LaunchConfig& config, SgemmLaunch& l) {
+  const detail::BmmShape bs = detail::validate_bmm(args, DeviceType::kCUDA);
+  l = SgemmLaunch{};
+  const GemmShape s = bs.gemm;
+  SgemmOperands& op = l.op;
+  op.m = s.m;
+  op.n = s.n;
+  op.k = s.k;
+  op.a = args.mat1.data_as<const float>();
+  op.sa0 = args.mat1.stride(1);
+  op.sa1 = args.mat1.stride(2);
+  op.b = args.mat2.data_as<const float>();
+  op.sb0 = args.mat2.stride(1);
+  op.sb1 = args.mat2.stride(2);
+  op.c = args.out.data_as<float>();
+  op.sc0 = args.out.stride(1);
+  op.sc1 = args.out.stride(2);
+  op.alpha = 1.0F;
+  op.epilogue = Epilogue::kNone;
+  op.batch_a = args.mat1.stride(0);
+  op.batch_b = args.mat2.stride(0);
+  op.batch_c = args.out.stride(0);
+  l.batch = bs.batch;
+  if (Status st = pick_variant(bmm_f32_cuda_descriptor(), config, l); !st) return st;
+  if (bs.batch == 0 || s.m == 0 || s.n == 0) l.v = nullptr;
+  return Status::ok();
+}
+
+/// Launches l through `launch(kernel, grid, block, operands)`: the output's tiles in x and y,
+/// the batch in z, in slices of at most 65535 (gridDim.z's limit).
+template <class Launcher>
+void run_sgemm(const SgemmLaunch& l, Launcher&& launch) {
+  if (l.v == nullptr) return;
+  const SgemmVariant& v = *l.v;
+  constexpr long long kMaxGridZ = 65535;
+  const dim3 block(static_cast<unsigned>((v.bm / v.tm) * (v.bn / v.tn)));
+  for (long long z0 = 0; z0 < l.batch; z0 += kMaxGridZ) {
+    const long long nz = std::min(kMaxGridZ, l.batch - z0);
+    const dim3 grid(static_cast<unsigned>((l.op.n + v.bn - 1) / v.bn),
+                    static_cast<unsigned>((l.op.m + v.bm - 1) / v.bm), static_cast<unsigned>(nz));
+    SgemmOperands slice = l.op;
+    slice.a += z0 * l.op.batch_a;
+    slice.b += z0 * l.op.batch_b;
+    slice.c += z0 * l.op.batch_c;
+    launch(v.kernel, grid, block, slice);
   }
 }
 

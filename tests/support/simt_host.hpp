@@ -247,13 +247,12 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   Block::active = nullptr;
 }
 
-/// A launcher for the kernels' run_* functions (launch(kernel, blocks, threads, args...)):
-/// the kernel over the emulated grid.
+/// A launcher for the kernels' run_* functions (launch(kernel, grid, block, args...)): the
+/// kernel over the emulated grid.
 struct Launcher {
   template <typename... Params, typename... Args>
-  void operator()(void (*kernel)(Params...), unsigned blocks, unsigned threads,
-                  const Args&... args) const {
-    launch(dim3(blocks), dim3(threads), [&] { kernel(args...); });
+  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, const Args&... args) const {
+    launch(grid, block, [&] { kernel(args...); });
   }
 };
 
