@@ -6,7 +6,9 @@
 //      as % of that bandwidth;
 //   3. ka's SGEMM swept over its whole space at a few shapes against cuBLAS's fp32 SGEMM
 //      (no TF32), the best config checked against cuBLAS's result;
-//   4. CUPTI's kernel durations against CUDA events over the same launches.
+//   4. ka's bf16 tensor-core GEMM swept the same way against cuBLAS's (cublasGemmEx: bf16 in
+//      and out, float compute);
+//   5. CUPTI's kernel durations against CUDA events over the same launches.
 // Without a usable device it says why and exits 0. scripts/device-check.sh runs it.
 //   ka_gpu_bench [--quick]     (--quick: one GEMM shape and fewer repetitions)
 #include <ka/core/error.hpp>
@@ -17,6 +19,7 @@
 #include <ka/profiler/cupti_profiler.hpp>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -229,6 +232,93 @@ GemmFigures sgemm(cublasHandle_t blas, std::int64_t m, std::int64_t k, std::int6
   return f;
 }
 
+// bf16 values on the device (uploaded from floats, rounded to nearest).
+class DeviceBf16 {
+ public:
+  explicit DeviceBf16(const std::vector<float>& h) : n_(h.size()) {
+    check(cudaMalloc(reinterpret_cast<void**>(&p_), n_ * sizeof(__nv_bfloat16)), "cudaMalloc");
+    std::vector<__nv_bfloat16> b(n_);
+    for (std::size_t i = 0; i < n_; ++i) b[i] = __float2bfloat16(h[i]);
+    check(cudaMemcpy(p_, b.data(), n_ * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice), "upload");
+  }
+  ~DeviceBf16() { cudaFree(p_); }
+  DeviceBf16(const DeviceBf16&) = delete;
+  DeviceBf16& operator=(const DeviceBf16&) = delete;
+  [[nodiscard]] __nv_bfloat16* get() const { return p_; }
+  [[nodiscard]] std::vector<float> download() const {
+    std::vector<__nv_bfloat16> b(n_);
+    check(cudaMemcpy(b.data(), p_, n_ * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost), "download");
+    std::vector<float> h(n_);
+    for (std::size_t i = 0; i < n_; ++i) h[i] = __bfloat162float(b[i]);
+    return h;
+  }
+
+ private:
+  __nv_bfloat16* p_ = nullptr;
+  std::size_t n_;
+};
+
+ka::kernels::TensorView bf16_view(__nv_bfloat16* p, std::initializer_list<std::int64_t> sizes) {
+  return ka::kernels::TensorView::contiguous(p, ka::DType::kBFloat16, ka::Device::cuda(0), sizes);
+}
+
+// ka's bf16 GEMM over its space against cublasGemmEx (bf16 A, B, C; float compute; tensor
+// cores as cuBLAS chooses); the error is the best config's against cuBLAS's output.
+GemmFigures bf16_gemm(cublasHandle_t blas, std::int64_t m, std::int64_t k, std::int64_t nn,
+                      int reps) {
+  using namespace ka::kernels;
+  const DeviceBf16 a(random_floats(static_cast<std::size_t>(m * k), 3));
+  const DeviceBf16 b(random_floats(static_cast<std::size_t>(k * nn), 4));
+  const DeviceBf16 c(std::vector<float>(static_cast<std::size_t>(m * nn), 0.0F));
+  const DeviceBf16 ref(std::vector<float>(static_cast<std::size_t>(m * nn), 0.0F));
+  GemmFigures f;
+  const float one = 1.0F;
+  const float zero = 0.0F;
+  const auto run_cublas = [&] {  // row-major C = A·B as column-major Cᵀ = Bᵀ·Aᵀ
+    check(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(nn), static_cast<int>(m),
+                       static_cast<int>(k), &one, b.get(), CUDA_R_16BF, static_cast<int>(nn),
+                       a.get(), CUDA_R_16BF, static_cast<int>(k), &zero, ref.get(), CUDA_R_16BF,
+                       static_cast<int>(nn), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+  };
+  f.cublas_ms = median_ms(run_cublas, 3, reps);
+  AddmmArgs args;
+  args.out = bf16_view(c.get(), {m, nn});
+  args.mat1 = bf16_view(a.get(), {m, k});
+  args.mat2 = bf16_view(b.get(), {k, nn});
+  const KernelDescriptor& d = gemm_bf16_cuda_descriptor();
+  const ka::ShapeKey key = mm_bf16_shape_key(m, k, nn);
+  f.best_ms = 1e30;
+  ka::LaunchConfig best;
+  for (const ka::LaunchConfig& point : d.space.enumerate()) {
+    const ka::LaunchConfig full = d.complete(key, point);
+    if (!d.can_run(key, full)) continue;
+    ++f.configs;
+    const double ms = median_ms([&] { (void)gemm_bf16_cuda(args, full, nullptr); }, 1, reps);
+    if (ms < f.best_ms) {
+      f.best_ms = ms;
+      best = full;
+    }
+  }
+  if (f.configs == 0) throw std::runtime_error("no bf16 GEMM config can run here");
+  f.best_config = best.str();
+  const ka::LaunchConfig def = d.default_config(key);
+  f.default_ms = median_ms([&] { (void)gemm_bf16_cuda(args, def, nullptr); }, 2, reps);
+  check(cudaMemset(c.get(), 0xff, static_cast<std::size_t>(m * nn) * 2), "poison");  // NaNs
+  if (!gemm_bf16_cuda(args, best, nullptr)) throw std::runtime_error("best config refused");
+  check(cudaDeviceSynchronize(), "sync");
+  const std::vector<float> got = c.download();
+  const std::vector<float> want = ref.download();
+  double norm = 0.0;
+  for (const float w : want) norm = std::max(norm, static_cast<double>(std::fabs(w)));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e =
+        std::isfinite(got[i]) ? std::fabs(got[i] - want[i]) / std::max(norm, 1e-30) : 1e30;
+    f.max_rel_error = std::max(f.max_rel_error, e);
+  }
+  return f;
+}
+
 // CUPTI's kernel durations against CUDA events over the same 20 SGEMM launches.
 void cupti_vs_events(std::int64_t n) {
   using namespace ka::kernels;
@@ -333,8 +423,20 @@ int main(int argc, char** argv) {
                   f.cublas_ms, f.default_ms, f.best_ms, f.cublas_ms / f.best_ms,
                   flop / (f.best_ms * 1e-3) / 1e12, f.max_rel_error, f.best_config.c_str(), f.configs);
     }
+    check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    std::printf("bf16 GEMM (float accumulation, bf16 out), ka's WMMA kernel (every config) "
+                "against cublasGemmEx, median of %d:\n", reps);
+    std::printf("  %-16s %10s %10s %10s %8s %8s %10s  %s\n", "M x K x N", "cuBLAS ms", "default",
+                "best", "best/cB", "TFLOP/s", "rel err", "best config");
+    for (const auto& s : shapes) {
+      const GemmFigures f = bf16_gemm(blas, s[0], s[1], s[2], reps);
+      const double flop = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
+      std::printf("  %-16s %10.3f %10.3f %10.3f %7.2fx %8.1f %10.2e  %s (%d configs)\n",
+                  (std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2])).c_str(),
+                  f.cublas_ms, f.default_ms, f.best_ms, f.cublas_ms / f.best_ms,
+                  flop / (f.best_ms * 1e-3) / 1e12, f.max_rel_error, f.best_config.c_str(), f.configs);
+    }
     cublasDestroy(blas);
-    std::printf("bf16 GEMM: ka has no bf16 kernel yet; nothing measured\n");
     std::printf("CUPTI against CUDA events:\n");
     cupti_vs_events(2048);
   } catch (const std::exception& e) {

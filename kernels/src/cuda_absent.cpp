@@ -24,6 +24,11 @@ Status bmm_f32_cuda(const BmmArgs& /*args*/, const LaunchConfig& /*config*/, voi
   KA_CUDA_ABSENT(bmm_f32_cuda);
 }
 
+Status gemm_bf16_cuda(const AddmmArgs& /*args*/, const LaunchConfig& /*config*/,
+                      void* /*stream*/) {
+  KA_CUDA_ABSENT(gemm_bf16_cuda);
+}
+
 Status elementwise_f32_cuda(const ElementwiseArgs& /*args*/, const LaunchConfig& /*config*/,
                             void* /*stream*/) {
   KA_CUDA_ABSENT(elementwise_f32_cuda);

@@ -1,6 +1,7 @@
 // The CUDA kernels against libtorch's CPU results (the oracle): element-wise programs on dense,
 // broadcast, transposed and aliased operands; softmax, layer_norm and sum on every path; the
-// SGEMM's epilogues and bmm. Every test skips, with the reason, where no GPU is visible.
+// SGEMM's epilogues and bmm; the bf16 tensor-core GEMM on every config. Every test skips, with
+// the reason, where no GPU is visible.
 #include <ka/core/error.hpp>
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
@@ -30,8 +31,9 @@ void check_cuda(cudaError_t e, const char* what) {
   ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
 }
 
-// A CPU tensor's whole storage mirrored on the device, so that views (transposes, broadcasts,
-// offsets) keep their strides. download() copies the device storage back into the host one.
+// A float32 or bfloat16 CPU tensor's whole storage mirrored on the device, so that views
+// (transposes, broadcasts, offsets) keep their strides. download() copies the device storage
+// back into the host one.
 class DeviceTensor {
  public:
   explicit DeviceTensor(const at::Tensor& host) : host_(host) {
@@ -45,8 +47,8 @@ class DeviceTensor {
 
   [[nodiscard]] TensorView view() const {
     TensorView v;
-    v.data = static_cast<float*>(base_) + host_.storage_offset();
-    v.dtype = DType::kFloat32;
+    v.data = static_cast<char*>(base_) + host_.storage_offset() * host_.element_size();
+    v.dtype = host_.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat32;
     v.device = Device::cuda(0);
     v.ndim = static_cast<int>(host_.dim());
     for (int d = 0; d < v.ndim; ++d) {
@@ -60,14 +62,16 @@ class DeviceTensor {
     at::Tensor copy = at::empty_strided(host_.sizes(), host_.strides(), host_.options());
     // empty_strided allocates exactly the view's extent; copy that extent.
     const auto bytes = copy.storage().nbytes();
-    const auto* src = static_cast<const char*>(base_) + host_.storage_offset() * 4;
+    const auto* src =
+        static_cast<const char*>(base_) + host_.storage_offset() * host_.element_size();
     EXPECT_EQ(cudaMemcpy(copy.data_ptr(), src, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
     return copy;
   }
 
  private:
-  [[nodiscard]] const float* storage_base() const {
-    return static_cast<const float*>(host_.data_ptr()) - host_.storage_offset();
+  [[nodiscard]] const char* storage_base() const {
+    return static_cast<const char*>(host_.data_ptr()) -
+           host_.storage_offset() * host_.element_size();
   }
   at::Tensor host_;
   void* base_ = nullptr;
@@ -445,6 +449,40 @@ TEST(GemmCuda, BmmWithTransposedOperandsOnEveryConfig) {
     ASSERT_TRUE(bmm_f32_cuda(args, point, nullptr)) << point.str();
     sync();
     expect_close(dout.download(), want, 1e-4, 1e-4, point.str());
+  }
+}
+
+TEST(GemmBf16Cuda, EveryConfigMatchesLibtorch) {
+  KA_REQUIRE_DEVICE();
+  // 16-byte rows with ragged tiles; then no 16-byte layout, a transposed B, alpha and relu.
+  const at::Tensor a1 = randn({70, 72}).to(at::kBFloat16);
+  const at::Tensor b1 = randn({72, 136}).to(at::kBFloat16);
+  const at::Tensor a2 = randn({33, 37}).to(at::kBFloat16);
+  const at::Tensor b2 = randn({45, 37}).to(at::kBFloat16).t();
+  const at::Tensor want1 = at::mm(a1.to(at::kFloat), b1.to(at::kFloat));
+  const at::Tensor want2 = at::relu(0.5 * at::mm(a2.to(at::kFloat), b2.to(at::kFloat)));
+  for (const LaunchConfig& point : gemm_bf16_cuda_descriptor().space.enumerate()) {
+    for (int which = 0; which < 2; ++which) {
+      const at::Tensor& a = which == 0 ? a1 : a2;
+      const at::Tensor& b = which == 0 ? b1 : b2;
+      at::Tensor out = at::empty({a.size(0), b.size(1)}, at::kBFloat16);
+      DeviceTensor da(a);
+      DeviceTensor db(b);
+      DeviceTensor dout(out);
+      AddmmArgs args;
+      args.out = dout.view();
+      args.mat1 = da.view();
+      args.mat2 = db.view();
+      args.alpha = which == 0 ? 1.0F : 0.5F;
+      args.epilogue = which == 0 ? Epilogue::kNone : Epilogue::kRelu;
+      const ShapeKey key = mm_bf16_shape_key(a.size(0), a.size(1), b.size(1));
+      ASSERT_TRUE(gemm_bf16_cuda(args, gemm_bf16_cuda_descriptor().complete(key, point), nullptr))
+          << point.str();
+      sync();
+      // bf16 output: within its rounding (2^-8 relative) of the float result.
+      expect_close(dout.download().to(at::kFloat), which == 0 ? want1 : want2, 1.0 / 128, 1e-3,
+                   point.str());
+    }
   }
 }
 

@@ -8,8 +8,8 @@
 // A host compiler sees CUDA's qualifiers (__global__, __device__, __shared__ ...) defined to
 // nothing by cuda_runtime.h, so a kernel compiles as an ordinary function. This header gives
 // it what only nvcc provides: threadIdx, blockIdx, blockDim and gridDim, __syncthreads(),
-// __shfl_xor_sync over full warps, and __shared__ as `static`, so that a block's threads share
-// one copy of each shared array. Blocks run one after another; the threads of a block are
+// __syncwarp() and __shfl_xor_sync over full warps, and __shared__ as `static`, so that a
+// block's threads share one copy of each shared array (simt_wmma.hpp adds WMMA fragments). Blocks run one after another; the threads of a block are
 // ucontext fibers on the calling thread that take turns, a turn lasting until the thread waits
 // (at a barrier for its block, at a shuffle for its warp) or returns (an exited thread no
 // longer counts at a barrier, as on a GPU). Turns go in thread order in one round and in
@@ -19,8 +19,8 @@
 // aborts with the block and thread. Under ASan (the fibers' stacks are announced to it) an
 // index out of a shared array or a tensor fails the test. What this checks: the kernel's
 // indexing, bounds, barriers, shuffles and arithmetic (with the host's float functions). What
-// it does not: other warp intrinsics, tensor-core fragments, timing, and memory-model effects
-// that sequential turns cannot show. KA_SIMT_VECTOR_ALIGNED(p) (defined here) aborts at a
+// it does not: other warp intrinsics, how a fragment's elements spread over lanes, timing, and
+// memory-model effects that sequential turns cannot show. KA_SIMT_VECTOR_ALIGNED(p) (defined here) aborts at a
 // misaligned 16-byte vector access, which a GPU faults on and a CPU forgives.
 #pragma once
 
@@ -103,6 +103,9 @@ class Block {
 
   // From a fiber: waits until every live thread of the block waits here too.
   void barrier() { wait(Wait::kBlock); }
+
+  // From a fiber: waits until every live thread of its warp waits here too (__syncwarp).
+  void warp_barrier() { wait(Wait::kWarp); }
 
   /// From a fiber: __shfl_xor_sync over the whole warp.
   std::uint64_t shuffle_xor(std::uint64_t bits, unsigned lane_mask) {
@@ -264,6 +267,11 @@ struct Launcher {
 #define gridDim (::ka::test::simt::grid_dim)
 
 inline void __syncthreads() { ::ka::test::simt::Block::active->barrier(); }
+
+inline void __syncwarp(unsigned mask = 0xffffffffU) {
+  if (mask != 0xffffffffU) std::abort();  // partial masks are not emulated
+  ::ka::test::simt::Block::active->warp_barrier();
+}
 
 // The full-warp shuffle of a value of at most 8 bytes (float, int, ...).
 template <typename T>

@@ -51,6 +51,7 @@ TEST(CudaLimits, EveryPointOfEveryCudaSpaceLaunchesOnTheRecordedGpus) {
       {&gemm_f32_cuda_descriptor(), gemm},     {&bmm_f32_cuda_descriptor(), bmm},
       {&elementwise_f32_cuda_descriptor(), ew}, {&softmax_f32_cuda_descriptor(), rows},
       {&layer_norm_f32_cuda_descriptor(), ln}, {&sum_f32_cuda_descriptor(), sum},
+      {&gemm_bf16_cuda_descriptor(), mm_bf16_shape_key(1000, 700, 900)},
   };
   for (const auto& [d, key] : cases) {
     const auto points = d->space.enumerate();

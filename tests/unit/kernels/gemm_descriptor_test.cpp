@@ -134,6 +134,28 @@ TEST(GemmDescriptor, CudaSpaceMatchesCompiledVariants) {
   EXPECT_TRUE(d.can_run(key, d.default_config(key)).is_ok());
 }
 
+TEST(GemmDescriptor, Bf16SpaceMatchesCompiledVariantsAndRefusesOtherDtypes) {
+  const auto& d = gemm_bf16_cuda_descriptor();
+  EXPECT_EQ(d.device, DeviceType::kCUDA);
+  ASSERT_EQ(d.dtypes, std::vector<DType>{DType::kBFloat16});
+  const auto points = d.space.enumerate();
+  EXPECT_EQ(points.size(), 5U);  // KA_CUDA_BF16_GEMM_VARIANTS
+  const ShapeKey key = mm_bf16_shape_key(1000, 64, 3000);
+  for (const auto& p : points) {
+    const LaunchConfig full = d.complete(key, p);
+    EXPECT_EQ(full.block.x, 32 * p.get_or("warps_m", 0) * p.get_or("warps_n", 0)) << full.str();
+    EXPECT_EQ(full.grid.x, (3000 + p.get_or("tile_n", 0) - 1) / p.get_or("tile_n", 1));
+    EXPECT_LE(full.shared_mem_bytes, 48 * 1024);
+  }
+  const ShapeKey big = mm_bf16_shape_key(4096, 4096, 4096);
+  EXPECT_EQ(d.default_config(big).get_or("tile_m", 0), 128);
+  EXPECT_TRUE(d.can_run(big, d.default_config(big)).is_ok());
+  EXPECT_DOUBLE_EQ(d.flop_count(big), 2.0 * 4096 * 4096 * 4096);
+  EXPECT_DOUBLE_EQ(d.byte_count(big), 2.0 * 3 * 4096 * 4096);
+  const ShapeKey f32 = addmm_shape_key(64, 64, 64);
+  EXPECT_FALSE(d.can_run(f32, d.default_config(f32)).is_ok());
+}
+
 TEST(GemmDescriptor, CudaKernelRefusesHostTensors) {
   float x = 0.0F;
   AddmmArgs args;

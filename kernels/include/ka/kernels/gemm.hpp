@@ -94,7 +94,19 @@ bool cuda_compiled() noexcept;
 /// when CUDA is not compiled in.
 Status gemm_f32_cuda(const AddmmArgs& args, const LaunchConfig& config, void* stream);
 
-/// The CUDA SGEMM's descriptor: tunables tile_m, tile_n, tile_k, thread_m, thread_n.
+/// The CUDA SGEMM's descriptor: tunables tile_m, tile_n, tile_k, thread_m, thread_n, vec.
 const KernelDescriptor& gemm_f32_cuda_descriptor();
+
+/// aten::mm on bfloat16 CUDA tensors with tensor cores (WMMA; float accumulation, out rounded
+/// to bf16): out = act(alpha * mat1 @ mat2); `self` must be absent (or beta 0). Throws
+/// ka::ValueError on bad arguments, ka::CudaError on launch failure, ka::NotImplementedError
+/// when CUDA is not compiled in.
+Status gemm_bf16_cuda(const AddmmArgs& args, const LaunchConfig& config, void* stream);
+
+/// The bf16 GEMM's descriptor: tunables tile_m, tile_n, warps_m, warps_n.
+const KernelDescriptor& gemm_bf16_cuda_descriptor();
+
+/// The shape key of aten::mm(mat1 [m, k], mat2 [k, n]) on bfloat16.
+ShapeKey mm_bf16_shape_key(std::int64_t m, std::int64_t k, std::int64_t n);
 
 }  // namespace ka::kernels
