@@ -13,6 +13,7 @@
 //   ka_gpu_bench [--quick]     (--quick: one GEMM shape and fewer repetitions)
 #include <ka/core/error.hpp>
 #include <ka/executor/cuda_executor.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/kernels/tensor_view.hpp>
@@ -396,6 +397,9 @@ int main(int argc, char** argv) {
                 prop.name, prop.major, prop.minor, prop.multiProcessorCount,
                 static_cast<double>(prop.totalGlobalMem) / (1 << 20), prop.l2CacheSize / 1024,
                 runtime, driver);
+    if (const auto fp = ka::kernels::current_cuda_fingerprint()) {
+      std::printf("fingerprint (what tuned entries are keyed by): %s\n", fp->key().c_str());
+    }
     const int reps = quick ? 5 : 15;
     const double copy = copy_bandwidth(reps);
     std::printf("copy bandwidth (device-to-device cudaMemcpy of 1 GiB, bytes read + written, "

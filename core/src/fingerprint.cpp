@@ -101,8 +101,9 @@ std::string DeviceFingerprint::key() const {
   if (device.type == DeviceType::kCPU) {
     out << "|l1d=" << kib(l1d_bytes) << "|l2=" << kib(l2_bytes) << "|l3=" << kib(l3_bytes);
   } else {
-    out << "|l2=" << kib(l2_bytes) << "|driver=" << driver_version
-        << "|runtime=" << runtime_version;
+    out << "|l2=" << kib(l2_bytes) << "|memory=" << memory_bytes / (1024 * 1024)
+        << "M|clock=" << clock_mhz << "MHz|memory_clock=" << memory_clock_mhz
+        << "MHz|driver=" << driver_version << "|runtime=" << runtime_version;
   }
   return out.str();
 }
@@ -121,6 +122,8 @@ std::vector<std::pair<std::string, std::string>> DeviceFingerprint::fields() con
   if (device.type != DeviceType::kCPU) {
     f.emplace_back("driver_version", driver_version);
     f.emplace_back("runtime_version", runtime_version);
+    f.emplace_back("clock_mhz", std::to_string(clock_mhz));
+    f.emplace_back("memory_clock_mhz", std::to_string(memory_clock_mhz));
   }
   return f;
 }

@@ -13,6 +13,8 @@ bool cuda_compiled() noexcept { return false; }
 
 std::optional<CudaDeviceLimits> current_cuda_limits() { return std::nullopt; }
 
+std::optional<DeviceFingerprint> current_cuda_fingerprint() { return std::nullopt; }
+
 #define KA_CUDA_ABSENT(name) \
   KA_THROW(NotImplementedError, #name ": this build of ka was compiled without CUDA")
 

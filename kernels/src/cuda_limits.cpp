@@ -85,4 +85,29 @@ Status check_cuda_launch_here(const LaunchConfig& config, std::string_view kerne
   return check_cuda_launch(*here, launch_needs(config), kernel);
 }
 
+namespace {
+
+// A CUDA version number as the runtime reports it (major * 1000 + minor * 10): "13.0".
+std::string cuda_version(int v) {
+  return v <= 0 ? std::string() : std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+}  // namespace
+
+DeviceFingerprint cuda_fingerprint(const CudaDeviceLimits& limits, int driver_version,
+                                   int runtime_version) {
+  DeviceFingerprint fp;
+  fp.device = Device::cuda(0);
+  fp.name = limits.name;
+  fp.isa = "sm_" + std::to_string(limits.cc_major) + std::to_string(limits.cc_minor);
+  fp.cores = limits.sm_count;
+  fp.l2_bytes = limits.l2_bytes;
+  fp.memory_bytes = limits.memory_bytes;
+  fp.clock_mhz = limits.clock_mhz;
+  fp.memory_clock_mhz = limits.memory_clock_mhz;
+  fp.driver_version = cuda_version(driver_version);
+  fp.runtime_version = cuda_version(runtime_version);
+  return fp;
+}
+
 }  // namespace ka::kernels

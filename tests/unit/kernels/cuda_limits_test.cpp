@@ -70,6 +70,40 @@ TEST(CudaLimits, EveryPointOfEveryCudaSpaceLaunchesOnTheRecordedGpus) {
   }
 }
 
+TEST(CudaLimits, TheFingerprintOfADeviceNamesWhatTunedEntriesDependOn) {
+  CudaDeviceLimits h200 = CudaDeviceLimits::h200();
+  h200.memory_bytes = std::int64_t{143771} << 20;
+  h200.clock_mhz = 1980;
+  h200.memory_clock_mhz = 3201;
+  const DeviceFingerprint fp = cuda_fingerprint(h200, 13000, 12080);
+  EXPECT_EQ(fp.device.type, DeviceType::kCUDA);
+  EXPECT_EQ(fp.isa, "sm_90");
+  EXPECT_EQ(fp.cores, 132);
+  EXPECT_EQ(fp.driver_version, "13.0");
+  EXPECT_EQ(fp.runtime_version, "12.8");
+  EXPECT_EQ(fp.key(),
+            "cuda|NVIDIA H200|sm_90|cores=132|l2=61440K|memory=143771M|clock=1980MHz|"
+            "memory_clock=3201MHz|driver=13.0|runtime=12.8");
+  // Another runtime, clock or part is another key: its tuned entries are not reused.
+  EXPECT_NE(cuda_fingerprint(h200, 13000, 13000).key(), fp.key());
+  CudaDeviceLimits slower = h200;
+  slower.clock_mhz = 1755;
+  EXPECT_NE(cuda_fingerprint(slower, 13000, 12080).key(), fp.key());
+  EXPECT_NE(cuda_fingerprint(CudaDeviceLimits::h100_sxm(), 13000, 12080).key(), fp.key());
+  bool has_clock = false;
+  for (const auto& [field, value] : fp.fields()) has_clock = has_clock || field == "clock_mhz";
+  EXPECT_TRUE(has_clock);
+  // Here: a fingerprint exactly when there is a device, and then it agrees with the limits.
+  const auto here = current_cuda_fingerprint();
+  const auto limits = current_cuda_limits();
+  ASSERT_EQ(here.has_value(), limits.has_value());
+  if (here) {
+    EXPECT_EQ(here->name, limits->name);
+    EXPECT_EQ(here->cores, limits->sm_count);
+    EXPECT_FALSE(here->runtime_version.empty());
+  }
+}
+
 TEST(CudaLimits, ConfigsPastALimitAreRefusedWithTheLimitAndTheDevice) {
   const auto h100 = CudaDeviceLimits::h100_sxm();
   const auto a100 = CudaDeviceLimits::a100_sxm();

@@ -3,6 +3,7 @@
 // the checks are testable on machines without one. CUDA-free header.
 #pragma once
 
+#include <ka/core/fingerprint.hpp>
 #include <ka/core/launch_config.hpp>
 #include <ka/core/status.hpp>
 
@@ -27,6 +28,9 @@ struct CudaDeviceLimits {
   int regs_per_block = 0;
   int max_regs_per_thread = 0;
   std::int64_t l2_bytes = 0;
+  std::int64_t memory_bytes = 0;  ///< 0 where not recorded.
+  int clock_mhz = 0;              ///< The SMs' peak clock; 0 where not recorded.
+  int memory_clock_mhz = 0;       ///< 0 where not recorded.
 
   /// Recorded from NVIDIA's published figures for these parts (CUDA programming guide,
   /// compute-capability tables, and the datasheets); the H200's L2 is what PyTorch reported on
@@ -39,6 +43,14 @@ struct CudaDeviceLimits {
 /// The limits of CUDA device 0 (cudaGetDeviceProperties), read once; nullopt where this build
 /// has no CUDA or no device is visible.
 std::optional<CudaDeviceLimits> current_cuda_limits();
+
+/// The fingerprint tuned CUDA entries are keyed by, from a device's limits and the driver's and
+/// runtime's CUDA versions as cudaDriverGetVersion / cudaRuntimeGetVersion give them (13000 is
+/// "13.0"): name, sm_XY, SMs, L2, memory, clocks, versions.
+DeviceFingerprint cuda_fingerprint(const CudaDeviceLimits& limits, int driver_version,
+                                   int runtime_version);
+/// CUDA device 0's fingerprint; nullopt where this build has no CUDA or no device is visible.
+std::optional<DeviceFingerprint> current_cuda_fingerprint();
 
 /// What one launch needs. 0 means unknown and is not checked.
 struct CudaLaunchNeeds {
