@@ -177,6 +177,40 @@ struct GemmFigures {
   int configs = 0;
 };
 
+// The fastest configuration of d's space for `key` (ms_of times one), counted and noted in f.
+ka::LaunchConfig sweep(const ka::kernels::KernelDescriptor& d, const ka::ShapeKey& key,
+                       GemmFigures& f,
+                       const std::function<double(const ka::LaunchConfig&)>& ms_of) {
+  f.best_ms = 1e30;
+  ka::LaunchConfig best;
+  for (const ka::LaunchConfig& point : d.space.enumerate()) {
+    const ka::LaunchConfig full = d.complete(key, point);
+    if (!d.can_run(key, full)) continue;
+    ++f.configs;
+    const double ms = ms_of(full);
+    if (ms < f.best_ms) {
+      f.best_ms = ms;
+      best = full;
+    }
+  }
+  if (f.configs == 0) throw std::runtime_error(d.name + ": no configuration can run here");
+  f.best_config = best.str();
+  return best;
+}
+
+// max |got - want| / max |want| (1e30 where got is not finite).
+double max_rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double norm = 0.0;
+  for (const float w : want) norm = std::max(norm, static_cast<double>(std::fabs(w)));
+  double worst = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e =
+        std::isfinite(got[i]) ? std::fabs(got[i] - want[i]) / std::max(norm, 1e-30) : 1e30;
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
 GemmFigures sgemm(cublasHandle_t blas, std::int64_t m, std::int64_t k, std::int64_t nn, int reps) {
   using namespace ka::kernels;
   DeviceFloats a(static_cast<std::size_t>(m * k));
@@ -203,33 +237,16 @@ GemmFigures sgemm(cublasHandle_t blas, std::int64_t m, std::int64_t k, std::int6
   args.beta = 0.0F;
   const KernelDescriptor& d = gemm_f32_cuda_descriptor();
   const ka::ShapeKey key = addmm_shape_key(m, k, nn, false);
-  f.best_ms = 1e30;
-  ka::LaunchConfig best;
-  for (const ka::LaunchConfig& point : d.space.enumerate()) {
-    const ka::LaunchConfig full = d.complete(key, point);
-    if (!d.can_run(key, full)) continue;
-    ++f.configs;
-    const double ms = median_ms([&] { (void)gemm_f32_cuda(args, full, nullptr); }, 1, reps);
-    if (ms < f.best_ms) {
-      f.best_ms = ms;
-      best = full;
-    }
-  }
-  f.best_config = best.str();
+  const ka::LaunchConfig best = sweep(d, key, f, [&](const ka::LaunchConfig& config) {
+    return median_ms([&] { (void)gemm_f32_cuda(args, config, nullptr); }, 1, reps);
+  });
   const ka::LaunchConfig def = d.default_config(key);
   f.default_ms = median_ms([&] { (void)gemm_f32_cuda(args, def, nullptr); }, 2, reps);
   // The best config's output against cuBLAS's: ‖ka − cuBLAS‖ / ‖cuBLAS‖ per element, max.
   check(cudaMemset(c.get(), 0xff, c.size() * sizeof(float)), "poison");  // NaN everywhere
   if (!gemm_f32_cuda(args, best, nullptr)) throw std::runtime_error("best config refused");
   check(cudaDeviceSynchronize(), "sync");
-  const std::vector<float> got = c.download();
-  const std::vector<float> want = ref.download();
-  double norm = 0.0;
-  for (const float w : want) norm = std::max(norm, static_cast<double>(std::fabs(w)));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double e = std::isfinite(got[i]) ? std::fabs(got[i] - want[i]) / std::max(norm, 1e-30) : 1e30;
-    f.max_rel_error = std::max(f.max_rel_error, e);
-  }
+  f.max_rel_error = max_rel_error(c.download(), ref.download());
   return f;
 }
 
@@ -289,34 +306,15 @@ GemmFigures bf16_gemm(cublasHandle_t blas, std::int64_t m, std::int64_t k, std::
   args.mat2 = bf16_view(b.get(), {k, nn});
   const KernelDescriptor& d = gemm_bf16_cuda_descriptor();
   const ka::ShapeKey key = mm_bf16_shape_key(m, k, nn);
-  f.best_ms = 1e30;
-  ka::LaunchConfig best;
-  for (const ka::LaunchConfig& point : d.space.enumerate()) {
-    const ka::LaunchConfig full = d.complete(key, point);
-    if (!d.can_run(key, full)) continue;
-    ++f.configs;
-    const double ms = median_ms([&] { (void)gemm_bf16_cuda(args, full, nullptr); }, 1, reps);
-    if (ms < f.best_ms) {
-      f.best_ms = ms;
-      best = full;
-    }
-  }
-  if (f.configs == 0) throw std::runtime_error("no bf16 GEMM config can run here");
-  f.best_config = best.str();
+  const ka::LaunchConfig best = sweep(d, key, f, [&](const ka::LaunchConfig& config) {
+    return median_ms([&] { (void)gemm_bf16_cuda(args, config, nullptr); }, 1, reps);
+  });
   const ka::LaunchConfig def = d.default_config(key);
   f.default_ms = median_ms([&] { (void)gemm_bf16_cuda(args, def, nullptr); }, 2, reps);
   check(cudaMemset(c.get(), 0xff, static_cast<std::size_t>(m * nn) * 2), "poison");  // NaNs
   if (!gemm_bf16_cuda(args, best, nullptr)) throw std::runtime_error("best config refused");
   check(cudaDeviceSynchronize(), "sync");
-  const std::vector<float> got = c.download();
-  const std::vector<float> want = ref.download();
-  double norm = 0.0;
-  for (const float w : want) norm = std::max(norm, static_cast<double>(std::fabs(w)));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double e =
-        std::isfinite(got[i]) ? std::fabs(got[i] - want[i]) / std::max(norm, 1e-30) : 1e30;
-    f.max_rel_error = std::max(f.max_rel_error, e);
-  }
+  f.max_rel_error = max_rel_error(c.download(), ref.download());
   return f;
 }
 
@@ -380,6 +378,21 @@ void cupti_vs_events(std::int64_t n) {
 
 }  // namespace
 
+void print_header() {
+  std::printf("  %-16s %10s %10s %10s %8s %8s %10s  %s\n", "M x K x N", "cuBLAS ms", "default",
+              "best", "best/cB", "TFLOP/s", "rel err", "best config");
+}
+
+// A GEMM table row: times, ka's best throughput relative to cuBLAS's (cuBLAS ms / best ms).
+void print_row(const std::array<std::int64_t, 3>& s, const GemmFigures& f) {
+  const double flop = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
+  const std::string shape =
+      std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
+  std::printf("  %-16s %10.3f %10.3f %10.3f %7.2fx %8.1f %10.2e  %s (%d configs)\n",
+              shape.c_str(), f.cublas_ms, f.default_ms, f.best_ms, f.cublas_ms / f.best_ms,
+              flop / (f.best_ms * 1e-3) / 1e12, f.max_rel_error, f.best_config.c_str(), f.configs);
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   if (std::string why; !ka::executor::cuda_device_available(&why)) {
@@ -411,35 +424,19 @@ int main(int argc, char** argv) {
     check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // fp32, no TF32
     std::printf("SGEMM fp32, ka (every config of its space) against cuBLAS (no TF32), median of %d:\n",
                 reps);
-    std::printf("  %-16s %10s %10s %10s %8s %8s %10s  %s\n", "M x K x N", "cuBLAS ms", "default",
-                "best", "best/cB", "TFLOP/s", "rel err", "best config");
+    print_header();
     std::vector<std::array<std::int64_t, 3>> shapes = {{4096, 4096, 4096}};
     if (!quick) {
       shapes.push_back({2048, 2048, 2048});
       shapes.push_back({1024, 4096, 4096});
       shapes.push_back({512, 768, 3072});
     }
-    for (const auto& s : shapes) {
-      const GemmFigures f = sgemm(blas, s[0], s[1], s[2], reps);
-      const double flop = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
-      std::printf("  %-16s %10.3f %10.3f %10.3f %7.2fx %8.1f %10.2e  %s (%d configs)\n",
-                  (std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2])).c_str(),
-                  f.cublas_ms, f.default_ms, f.best_ms, f.cublas_ms / f.best_ms,
-                  flop / (f.best_ms * 1e-3) / 1e12, f.max_rel_error, f.best_config.c_str(), f.configs);
-    }
+    for (const auto& s : shapes) print_row(s, sgemm(blas, s[0], s[1], s[2], reps));
     check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     std::printf("bf16 GEMM (float accumulation, bf16 out), ka's WMMA kernel (every config) "
                 "against cublasGemmEx, median of %d:\n", reps);
-    std::printf("  %-16s %10s %10s %10s %8s %8s %10s  %s\n", "M x K x N", "cuBLAS ms", "default",
-                "best", "best/cB", "TFLOP/s", "rel err", "best config");
-    for (const auto& s : shapes) {
-      const GemmFigures f = bf16_gemm(blas, s[0], s[1], s[2], reps);
-      const double flop = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
-      std::printf("  %-16s %10.3f %10.3f %10.3f %7.2fx %8.1f %10.2e  %s (%d configs)\n",
-                  (std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2])).c_str(),
-                  f.cublas_ms, f.default_ms, f.best_ms, f.cublas_ms / f.best_ms,
-                  flop / (f.best_ms * 1e-3) / 1e12, f.max_rel_error, f.best_config.c_str(), f.configs);
-    }
+    print_header();
+    for (const auto& s : shapes) print_row(s, bf16_gemm(blas, s[0], s[1], s[2], reps));
     cublasDestroy(blas);
     std::printf("CUPTI against CUDA events:\n");
     cupti_vs_events(2048);

@@ -12,7 +12,8 @@ namespace ka::kernels {
 Status elementwise_f32_cuda(const ElementwiseArgs& args, const LaunchConfig& config, void* stream) {
   cuda_detail::ElementwiseLaunch l;
   if (Status st = cuda_detail::plan_elementwise(args, config, l); !st) return st;
-  cuda_detail::run_elementwise(args, l, cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
+  cuda_detail::run_elementwise(args, l,
+                               cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
   return Status::ok();
 }
 

@@ -53,15 +53,21 @@ __device__ __forceinline__ void store_bf16x8(__nv_bfloat16* p, uint4 v) {
   *reinterpret_cast<uint4*>(p) = v;
 }
 
-// Eight elements of one row, x[i * s] for i in [0, 8) below `left` (zeros after), as a chunk.
-__device__ __forceinline__ uint4 gather_bf16x8(const __nv_bfloat16* x, long long s,
-                                               long long left) {
+// x[r][c..c+7] of a rows x cols bf16 matrix with strides (s0, s1) as one 16-byte chunk: one
+// load where `vec` allows it (bf16x8_rows) and the eight are in bounds, else guarded loads
+// (zeros outside).
+__device__ __forceinline__ uint4 load_chunk8(const __nv_bfloat16* x, long long s0, long long s1,
+                                             long long rows, long long cols, long long r,
+                                             long long c, bool vec) {
+  if (vec && r < rows && c + 7 < cols) return load_bf16x8(x + r * s0 + c);
   __nv_bfloat16 v[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = i < left ? x[i * s] : __float2bfloat16(0.0F);
-  uint4 r;
-  memcpy(&r, v, sizeof r);
-  return r;
+  for (int j = 0; j < 8; ++j) {
+    v[j] = (r < rows && c + j < cols) ? x[r * s0 + (c + j) * s1] : __float2bfloat16(0.0F);
+  }
+  uint4 chunk;
+  memcpy(&chunk, v, sizeof chunk);
+  return chunk;
 }
 
 // Note [bf16 WMMA GEMM]
@@ -113,27 +119,15 @@ __global__ void __launch_bounds__(WM * WN * 32) gemm_bf16_wmma(const Bf16GemmOpe
     for (int s = 0; s < kPerThreadA; ++s) {
       const int chunk = tid + s * kThreads;
       if (chunk >= kChunksA) break;
-      const long long gr = row0 + chunk / (kBK / 8);
-      const long long gk = k0 + 8 * (chunk % (kBK / 8));
-      if (op.vec_a && gr < op.m && gk + 7 < op.k) {
-        ra[s] = load_bf16x8(op.a + gr * op.sa0 + gk);
-      } else {
-        ra[s] = gather_bf16x8(op.a + gr * op.sa0 + gk * op.sa1, op.sa1,
-                              gr < op.m ? op.k - gk : 0);
-      }
+      ra[s] = load_chunk8(op.a, op.sa0, op.sa1, op.m, op.k, row0 + chunk / (kBK / 8),
+                          k0 + 8 * (chunk % (kBK / 8)), op.vec_a);
     }
 #pragma unroll
     for (int s = 0; s < kPerThreadB; ++s) {
       const int chunk = tid + s * kThreads;
       if (chunk >= kChunksB) break;
-      const long long gk = k0 + chunk / (BN / 8);
-      const long long gc = col0 + 8 * (chunk % (BN / 8));
-      if (op.vec_b && gk < op.k && gc + 7 < op.n) {
-        rb[s] = load_bf16x8(op.b + gk * op.sb0 + gc);
-      } else {
-        rb[s] = gather_bf16x8(op.b + gk * op.sb0 + gc * op.sb1, op.sb1,
-                              gk < op.k ? op.n - gc : 0);
-      }
+      rb[s] = load_chunk8(op.b, op.sb0, op.sb1, op.k, op.n, k0 + chunk / (BN / 8),
+                          col0 + 8 * (chunk % (BN / 8)), op.vec_b);
     }
   };
   // ra / rb into the shared slices.

@@ -47,6 +47,18 @@ __host__ __device__ inline bool float4_rows(const float* p, long long row_stride
          reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
+// x[r][c..c+3] of a rows x cols matrix with strides (s0, s1): one float4 load where `vec`
+// allows it (float4_rows) and the four are in bounds, else four guarded loads (zeros outside).
+__device__ __forceinline__ float4 load_chunk4(const float* x, long long s0, long long s1,
+                                              long long rows, long long cols, long long r,
+                                              long long c, bool vec) {
+  if (vec && r < rows && c + 3 < cols) return load_float4(x + r * s0 + c);
+  float v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = (r < rows && c + j < cols) ? x[r * s0 + (c + j) * s1] : 0.0F;
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+
 // The value at (r, c) of the output tile a thread holds, epilogue applied, stored if in range.
 __device__ __forceinline__ void store_output(const SgemmOperands& op, float* c, long long r,
                                              long long col, float acc) {
@@ -162,35 +174,15 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmO
     for (int s = 0; s < kPerThreadA; ++s) {
       const int slot = tid + s * kThreads;
       if (slot >= kSlotsA) break;
-      const long long gr = row0 + slot / (BK / 4);
-      const long long gk = k0 + 4 * (slot % (BK / 4));
-      if (op.vec_a && gr < op.m && gk + 3 < op.k) {
-        ra[s] = load_float4(a + gr * op.sa0 + gk);
-      } else {
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          v[j] = (gr < op.m && gk + j < op.k) ? a[gr * op.sa0 + (gk + j) * op.sa1] : 0.0F;
-        }
-        ra[s] = make_float4(v[0], v[1], v[2], v[3]);
-      }
+      ra[s] = load_chunk4(a, op.sa0, op.sa1, op.m, op.k, row0 + slot / (BK / 4),
+                          k0 + 4 * (slot % (BK / 4)), op.vec_a);
     }
 #pragma unroll
     for (int s = 0; s < kPerThreadB; ++s) {
       const int slot = tid + s * kThreads;
       if (slot >= kSlotsB) break;
-      const long long gk = k0 + slot / (BN / 4);
-      const long long gc = col0 + 4 * (slot % (BN / 4));
-      if (op.vec_b && gk < op.k && gc + 3 < op.n) {
-        rb[s] = load_float4(b + gk * op.sb0 + gc);
-      } else {
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          v[j] = (gk < op.k && gc + j < op.n) ? b[gk * op.sb0 + (gc + j) * op.sb1] : 0.0F;
-        }
-        rb[s] = make_float4(v[0], v[1], v[2], v[3]);
-      }
+      rb[s] = load_chunk4(b, op.sb0, op.sb1, op.k, op.n, k0 + slot / (BN / 4),
+                          col0 + 4 * (slot % (BN / 4)), op.vec_b);
     }
   };
   // ra / rb into the shared tiles.
@@ -318,6 +310,34 @@ struct SgemmLaunch {
   long long batch = 1;
 };
 
+// The operands of C = A @ B over views whose last two dims are the matrices (a leading dim
+// is the batch): sizes, strides, batch strides; alpha 1, no bias, no activation.
+inline SgemmOperands sgemm_operands(const TensorView& a, const TensorView& b,
+                                    const TensorView& c) {
+  const int r = a.ndim - 2;
+  SgemmOperands op{};
+  op.m = a.size(r);
+  op.k = a.size(r + 1);
+  op.n = b.size(r + 1);
+  op.a = a.data_as<const float>();
+  op.sa0 = a.stride(r);
+  op.sa1 = a.stride(r + 1);
+  op.b = b.data_as<const float>();
+  op.sb0 = b.stride(r);
+  op.sb1 = b.stride(r + 1);
+  op.c = c.data_as<float>();
+  op.sc0 = c.stride(r);
+  op.sc1 = c.stride(r + 1);
+  op.alpha = 1.0F;
+  op.epilogue = Epilogue::kNone;
+  if (r == 1) {
+    op.batch_a = a.stride(0);
+    op.batch_b = b.stride(0);
+    op.batch_c = c.stride(0);
+  }
+  return op;
+}
+
 // The variant of a config checked against the space; fills l.v and op's float4 flags.
 inline Status pick_variant(const KernelDescriptor& d, const LaunchConfig& config, SgemmLaunch& l) {
   if (Status st = d.space.check(config); !st) return st;
@@ -336,26 +356,14 @@ inline Status plan_addmm(const AddmmArgs& args, const LaunchConfig& config, Sgem
   KA_CHECK(static_cast<int>(args.epilogue) <= static_cast<int>(Epilogue::kSilu),
            "gemm_f32_cuda: unknown epilogue ", static_cast<int>(args.epilogue));
   l = SgemmLaunch{};
+  l.op = sgemm_operands(args.mat1, args.mat2, args.out);
   const detail::BiasView bias = detail::broadcast_bias(args, s.m, s.n);
-  SgemmOperands& op = l.op;
-  op.m = s.m;
-  op.n = s.n;
-  op.k = s.k;
-  op.a = args.mat1.data_as<const float>();
-  op.sa0 = args.mat1.stride(0);
-  op.sa1 = args.mat1.stride(1);
-  op.b = args.mat2.data_as<const float>();
-  op.sb0 = args.mat2.stride(0);
-  op.sb1 = args.mat2.stride(1);
-  op.c = args.out.data_as<float>();
-  op.sc0 = args.out.stride(0);
-  op.sc1 = args.out.stride(1);
-  op.bias = bias.data;
-  op.bs0 = bias.row_stride;
-  op.bs1 = bias.col_stride;
-  op.alpha = args.alpha;
-  op.beta = args.beta;
-  op.epilogue = args.epilogue;
+  l.op.bias = bias.data;
+  l.op.bs0 = bias.row_stride;
+  l.op.bs1 = bias.col_stride;
+  l.op.alpha = args.alpha;
+  l.op.beta = args.beta;
+  l.op.epilogue = args.epilogue;
   if (Status st = pick_variant(gemm_f32_cuda_descriptor(), config, l); !st) return st;
   if (s.m == 0 || s.n == 0) l.v = nullptr;
   return Status::ok();
@@ -365,28 +373,10 @@ inline Status plan_addmm(const AddmmArgs& args, const LaunchConfig& config, Sgem
 inline Status plan_bmm(const BmmArgs& args, const LaunchConfig& config, SgemmLaunch& l) {
   const detail::BmmShape bs = detail::validate_bmm(args, DeviceType::kCUDA);
   l = SgemmLaunch{};
-  const GemmShape s = bs.gemm;
-  SgemmOperands& op = l.op;
-  op.m = s.m;
-  op.n = s.n;
-  op.k = s.k;
-  op.a = args.mat1.data_as<const float>();
-  op.sa0 = args.mat1.stride(1);
-  op.sa1 = args.mat1.stride(2);
-  op.b = args.mat2.data_as<const float>();
-  op.sb0 = args.mat2.stride(1);
-  op.sb1 = args.mat2.stride(2);
-  op.c = args.out.data_as<float>();
-  op.sc0 = args.out.stride(1);
-  op.sc1 = args.out.stride(2);
-  op.alpha = 1.0F;
-  op.epilogue = Epilogue::kNone;
-  op.batch_a = args.mat1.stride(0);
-  op.batch_b = args.mat2.stride(0);
-  op.batch_c = args.out.stride(0);
+  l.op = sgemm_operands(args.mat1, args.mat2, args.out);
   l.batch = bs.batch;
   if (Status st = pick_variant(bmm_f32_cuda_descriptor(), config, l); !st) return st;
-  if (bs.batch == 0 || s.m == 0 || s.n == 0) l.v = nullptr;
+  if (bs.batch == 0 || bs.gemm.m == 0 || bs.gemm.n == 0) l.v = nullptr;
   return Status::ok();
 }
 

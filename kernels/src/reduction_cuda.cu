@@ -12,7 +12,9 @@ namespace ka::kernels {
 Status softmax_f32_cuda(const SoftmaxArgs& args, const LaunchConfig& config, void* stream) {
   cuda_detail::SoftmaxLaunch l;
   if (Status st = cuda_detail::plan_softmax(args, config, l); !st) return st;
-  if (l.blocks > 0) cuda_detail::run_softmax(args, l, cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
+  if (l.blocks > 0) {
+    cuda_detail::run_softmax(args, l, cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
+  }
   return Status::ok();
 }
 
@@ -20,7 +22,8 @@ Status layer_norm_f32_cuda(const LayerNormArgs& args, const LaunchConfig& config
   cuda_detail::LayerNormLaunch l;
   if (Status st = cuda_detail::plan_layer_norm(args, config, l); !st) return st;
   if (l.blocks > 0) {
-    cuda_detail::run_layer_norm(args, l, cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
+    cuda_detail::run_layer_norm(args, l,
+                                cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
   }
   return Status::ok();
 }
@@ -28,7 +31,9 @@ Status layer_norm_f32_cuda(const LayerNormArgs& args, const LaunchConfig& config
 Status sum_f32_cuda(const SumArgs& args, const LaunchConfig& config, void* stream) {
   cuda_detail::SumLaunch l;
   if (Status st = cuda_detail::plan_sum(args, config, l); !st) return st;
-  if (l.blocks > 0) cuda_detail::run_sum(l, cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
+  if (l.blocks > 0) {
+    cuda_detail::run_sum(l, cuda_detail::StreamLauncher{cuda_detail::as_stream(stream)});
+  }
   return Status::ok();
 }
 

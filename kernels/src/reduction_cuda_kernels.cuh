@@ -538,7 +538,8 @@ inline Status plan_sum(const SumArgs& args, const LaunchConfig& config, SumLaunc
   const bool unit_rows =
       p.reduced.ndim == 0 || (p.reduced.ndim == 1 && p.reduced.strides[0][0] == 1);
   l.thread_rows = !(unit_rows && (p.reduced_len >= 64 || num_out < 4096));
-  l.blocks = l.thread_rows ? blocks_for(num_out, l.threads) : blocks_for(num_out, l.g.rows_per_block);
+  l.blocks = l.thread_rows ? blocks_for(num_out, l.threads)
+                           : blocks_for(num_out, l.g.rows_per_block);
   return Status::ok();
 }
 

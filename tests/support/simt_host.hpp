@@ -6,22 +6,22 @@
 //
 // Note [SIMT on the host]
 // A host compiler sees CUDA's qualifiers (__global__, __device__, __shared__ ...) defined to
-// nothing by cuda_runtime.h, so a kernel compiles as an ordinary function. This header gives
-// it what only nvcc provides: threadIdx, blockIdx, blockDim and gridDim, __syncthreads(),
-// __syncwarp() and __shfl_xor_sync over full warps, and __shared__ as `static`, so that a
-// block's threads share one copy of each shared array (simt_wmma.hpp adds WMMA fragments). Blocks run one after another; the threads of a block are
-// ucontext fibers on the calling thread that take turns, a turn lasting until the thread waits
-// (at a barrier for its block, at a shuffle for its warp) or returns (an exited thread no
-// longer counts at a barrier, as on a GPU). Turns go in thread order in one round and in
-// reverse order in the next, so a missing __syncthreads shows as a wrong result: some thread
-// reads shared data its neighbours have not written yet, or have already overwritten. A warp
-// whose threads split between a shuffle and a barrier, or a shuffle reading a returned lane,
-// aborts with the block and thread. Under ASan (the fibers' stacks are announced to it) an
-// index out of a shared array or a tensor fails the test. What this checks: the kernel's
-// indexing, bounds, barriers, shuffles and arithmetic (with the host's float functions). What
-// it does not: other warp intrinsics, how a fragment's elements spread over lanes, timing, and
-// memory-model effects that sequential turns cannot show. KA_SIMT_VECTOR_ALIGNED(p) (defined here) aborts at a
-// misaligned 16-byte vector access, which a GPU faults on and a CPU forgives.
+// nothing by cuda_runtime.h, so a kernel compiles as an ordinary function. This header gives it
+// what only nvcc provides: threadIdx, blockIdx, blockDim and gridDim, __syncthreads(), __syncwarp()
+// and __shfl_xor_sync over full warps, and __shared__ as `static`, so that a block's threads share
+// one copy of each shared array (simt_wmma.hpp adds WMMA fragments). Blocks run one after another;
+// the threads of a block are ucontext fibers on the calling thread that take turns, a turn lasting
+// until the thread waits (at a barrier for its block, at a shuffle for its warp) or returns (an
+// exited thread no longer counts at a barrier, as on a GPU). Turns go in thread order in one round
+// and in reverse order in the next, so a missing __syncthreads shows as a wrong result: some thread
+// reads shared data its neighbours have not written yet, or have already overwritten. A warp whose
+// threads split between a shuffle and a barrier, or a shuffle reading a returned lane, aborts with
+// the block and thread. Under ASan (the fibers' stacks are announced to it) an index out of a
+// shared array or a tensor fails the test. What this checks: the kernel's indexing, bounds,
+// barriers, shuffles and arithmetic (with the host's float functions). What it does not: other warp
+// intrinsics, how a fragment's elements spread over lanes, timing, and memory-model effects that
+// sequential turns cannot show. KA_SIMT_VECTOR_ALIGNED(p) (defined here) aborts at a misaligned
+// 16-byte vector access, which a GPU faults on and a CPU forgives.
 #pragma once
 
 #if defined(__CUDACC__)

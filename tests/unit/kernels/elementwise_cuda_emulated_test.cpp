@@ -21,11 +21,8 @@ namespace {
 
 using Kind = ElementwiseLaunch::Kind;
 
-TensorView device_view(const at::Tensor& t) {
-  TensorView v = test::view_of(t);
-  v.device = Device::cuda();
-  return v;
-}
+// The view the launch plans check (a CUDA tensor) of host memory the emulated kernels read.
+TensorView device_view(const at::Tensor& t) { return test::view_of(t, Device::cuda()); }
 
 // out = gelu_tanh(x * 0.5 + y) - x, the inputs as given (any strides, broadcast views).
 Kind run_chain(const at::Tensor& out, const at::Tensor& x, const at::Tensor& y,

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <string>
 
+#include "torch_view.hpp"
+
 // After ATen and gtest: it redefines __shared__ and defines threadIdx & co. for the kernels.
 #include "simt_host.hpp"
 #include "simt_wmma.hpp"
@@ -18,19 +20,8 @@
 namespace ka::kernels::cuda_detail {
 namespace {
 
-// A bfloat16 CPU tensor as a CUDA view (what the plan checks; memory the kernel can read).
-TensorView device_view(const at::Tensor& t) {
-  TensorView v;
-  v.data = t.data_ptr();
-  v.dtype = DType::kBFloat16;
-  v.device = Device::cuda();
-  v.ndim = static_cast<int>(t.dim());
-  for (int d = 0; d < v.ndim; ++d) {
-    v.sizes[static_cast<std::size_t>(d)] = t.size(d);
-    v.strides[static_cast<std::size_t>(d)] = t.stride(d);
-  }
-  return v;
-}
+// The view the launch plans check (a CUDA tensor) of host memory the emulated kernels read.
+TensorView device_view(const at::Tensor& t) { return test::view_of(t, Device::cuda()); }
 
 LaunchConfig config_of(const Bf16GemmVariant& v) {
   LaunchConfig c;
@@ -94,7 +85,8 @@ TEST(GemmBf16CudaEmulated, TransposedOperandsAndRefusals) {
   const at::Tensor at_ = bf16_randn({40, 50});  // A = at_^T: [50, 40]
   const at::Tensor bt = bf16_randn({24, 40});   // B = bt^T: [40, 24]
   at::Tensor c = at::full({50, 24}, NAN).to(at::kBFloat16);
-  const LaunchConfig config = gemm_bf16_cuda_descriptor().default_config(mm_bf16_shape_key(50, 40, 24));
+  const LaunchConfig config =
+      gemm_bf16_cuda_descriptor().default_config(mm_bf16_shape_key(50, 40, 24));
   mm(c, at_.t(), bt.t(), 1.0F, Epilogue::kGeluTanh, config);
   expect_close(c, at::gelu(at::mm(at_.t().to(at::kFloat), bt.t().to(at::kFloat)), "tanh"),
                "gelu_tanh(A^T B^T)");
@@ -107,7 +99,6 @@ TEST(GemmBf16CudaEmulated, TransposedOperandsAndRefusals) {
   LaunchConfig odd = config;
   odd.set("warps_m", 4).set("tile_m", 64);  // 16 x 32 per warp: not compiled
   EXPECT_FALSE(plan_gemm_bf16(args, odd, l).is_ok());
-  const at::Tensor f = at::randn({50, 24});
   args.out.dtype = DType::kFloat32;
   EXPECT_THROW((void)plan_gemm_bf16(args, config, l), ValueError);
   args.out = device_view(c);

@@ -20,13 +20,8 @@
 namespace ka::kernels::cuda_detail {
 namespace {
 
-// A view of a CPU tensor labelled as a CUDA one: what the plans check, memory the emulated
-// kernels can read.
-TensorView device_view(const at::Tensor& t) {
-  TensorView v = test::view_of(t);
-  if (t.defined()) v.device = Device::cuda();
-  return v;
-}
+// The view the launch plans check (a CUDA tensor) of host memory the emulated kernels read.
+TensorView device_view(const at::Tensor& t) { return test::view_of(t, Device::cuda()); }
 
 LaunchConfig rows_config(std::int64_t threads, std::int64_t rows) {
   LaunchConfig c;

@@ -20,11 +20,8 @@
 namespace ka::kernels::cuda_detail {
 namespace {
 
-TensorView device_view(const at::Tensor& t) {
-  TensorView v = test::view_of(t);
-  if (t.defined()) v.device = Device::cuda();
-  return v;
-}
+// The view the launch plans check (a CUDA tensor) of host memory the emulated kernels read.
+TensorView device_view(const at::Tensor& t) { return test::view_of(t, Device::cuda()); }
 
 LaunchConfig config_of(const SgemmVariant& v) {
   LaunchConfig c;
