@@ -22,7 +22,7 @@ namespace ka::kernels::cuda_detail {
 /// C [m, n], each with its row and column strides in elements; entry z of a batch (blockIdx.z)
 /// starts batch_* elements after entry z - 1. bias is null or broadcast to [m, n] by its
 /// strides. vec_a / vec_b: the operand may be read as float4 along its unit-stride dim
-/// (sgemm_operands_vectorizable); only sgemm_vec4 reads them.
+/// (float4_rows); only sgemm_vec4 reads them.
 struct SgemmOperands {
   long long m, n, k;
   const float* a;
@@ -144,8 +144,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_tiled(const Sgemm
 // the global loads' latency hides behind BK steps of FMAs; one barrier pair per slice. A is
 // stored transposed (as[k][m]) so that both operands' per-thread fragments are float4 reads
 // of shared memory: thread_m and thread_n are multiples of 4. Unmeasured on a GPU so far (no
-// GPU was lent to the sessions that wrote it): the device check sweeps it against
-// sgemm_tiled and cuBLAS (the `vec` tunable).
+// GPU was lent to the session that wrote it): the device check sweeps it against sgemm_tiled
+// and cuBLAS (the `vec` tunable).
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmOperands op) {
   static_assert(BK % 4 == 0 && BN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0,
