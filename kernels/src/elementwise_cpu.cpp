@@ -553,6 +553,7 @@ bool run_block_fused(const EwJob& job, std::int64_t begin, std::int64_t end) {
   }
   Layout layout;
   std::int64_t row = 0;  // runs end at multiples of row (0: the block is one run)
+  bool reread[kMaxTensors] = {};
   for (int t = 1; t < job.tensors; ++t) {
     if (job.access[t] != Access::kGather) continue;
     if (row == 0) {
@@ -562,6 +563,8 @@ bool run_block_fused(const EwJob& job, std::int64_t begin, std::int64_t end) {
     }
     const std::int64_t inner_stride = layout.strides[t][layout.ndim - 1];
     if (inner_stride != 0 && inner_stride != 1) return false;
+    // A run that the next row reads again (Note [Re-read rows]).
+    reread[t] = inner_stride == 1 && layout.ndim >= 2 && layout.strides[t][layout.ndim - 2] == 0;
   }
   detail::EwOperand in[EwProgram::kMaxInputs];
   float* out = a.out.data_as<float>();
@@ -578,7 +581,8 @@ bool run_block_fused(const EwJob& job, std::int64_t begin, std::int64_t end) {
           o = {base, true};
           break;
         case Access::kGather:
-          o = {base + offset_of(layout, t, e), layout.strides[t][layout.ndim - 1] == 0};
+          o = {base + offset_of(layout, t, e), layout.strides[t][layout.ndim - 1] == 0,
+               reread[t]};
           break;
       }
     }

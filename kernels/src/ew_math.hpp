@@ -136,10 +136,12 @@ bool unary_stream_avx512(EwOp op, const float* a, float* d, std::int64_t n);
 bool binary_stream_avx512(EwOp op, const float* a, bool a_scalar, const float* b, bool b_scalar,
                           float* d, std::int64_t n);
 /// An element-wise program's input over a run of elements: `data` points to the run's first
-/// element, or (scalar) to the one float broadcast over the run.
+/// element, or (scalar) to the one float broadcast over the run. `reread`: the run is read
+/// again by the next row (a bias broadcast over the rows; Note [Re-read rows]).
 struct EwOperand {
   const float* data = nullptr;
   bool scalar = false;
+  bool reread = false;
 };
 /// Whether program_run_avx512 has a vector form of every instruction of `p`.
 bool program_avx512_covers(const EwProgram& p);

@@ -383,7 +383,8 @@ TEST(ElementwiseCpu, FusedChainsOnEveryIsaPath) {
   const int t7 = p.unary(EwOp::kRelu, p.binary(EwOp::kSub, x, p.scalar(0.5F)));
   p.set_result(p.binary(EwOp::kAdd, p.unary(EwOp::kGeluTanh, t9), t7));
   // A linear chain (Note [Linear chains]): the value as either operand, constants (a scalar, a
-  // per-row value, a 0-d input), a row bias and an input run as the other.
+  // per-row value, a 0-d input), a row bias and an input run as the other; rows of 2100 take
+  // the non-temporal prefetch of the runs read once (Note [Re-read rows]).
   // gelu_tanh(max(r / (sigmoid(((0.5 - x) + col) * b) + 2), s))
   EwProgram chain;
   {
@@ -404,7 +405,7 @@ TEST(ElementwiseCpu, FusedChainsOnEveryIsaPath) {
   for (const std::string& isa : runnable_isas()) {
     const IsaGuard guard(isa);
     for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-             {7, 33}, {3, 64}, {5, 100}, {2, 1000}, {1, 4100}}) {
+             {7, 33}, {3, 64}, {5, 100}, {2, 1000}, {1, 4100}, {3, 2100}}) {
       for (const std::int64_t stream : {0, 1}) {
         for (const std::int64_t block : {1000, 4096}) {
           LaunchConfig cfg = config(block, 2);
