@@ -18,6 +18,8 @@ CudaDeviceLimits CudaDeviceLimits::h100_sxm() {
   l.regs_per_block = 65536;
   l.max_regs_per_thread = 255;
   l.l2_bytes = std::int64_t{50} << 20;
+  l.memory_bytes = std::int64_t{80} << 30;
+  l.clock_mhz = 1980;  // max boost (datasheet)
   return l;
 }
 
@@ -25,6 +27,7 @@ CudaDeviceLimits CudaDeviceLimits::h200() {
   CudaDeviceLimits l = h100_sxm();  // the same GH100 processor with more, faster memory
   l.name = "NVIDIA H200";
   l.l2_bytes = std::int64_t{60} << 20;
+  l.memory_bytes = std::int64_t{141} << 30;
   return l;
 }
 
@@ -41,7 +44,21 @@ CudaDeviceLimits CudaDeviceLimits::a100_sxm() {
   l.regs_per_block = 65536;
   l.max_regs_per_thread = 255;
   l.l2_bytes = std::int64_t{40} << 20;
+  l.memory_bytes = std::int64_t{80} << 30;
+  l.clock_mhz = 1410;  // max boost (datasheet)
   return l;
+}
+
+int fp32_lanes_per_sm(int cc_major, int cc_minor) {
+  if (cc_major == 6) return cc_minor == 0 ? 64 : 128;
+  if (cc_major == 7) return 64;
+  if (cc_major == 8) return cc_minor == 0 ? 64 : 128;
+  return cc_major > 8 ? 128 : 64;
+}
+
+double cuda_fp32_peak_gflops(const CudaDeviceLimits& limits) {
+  return static_cast<double>(limits.sm_count) *
+         fp32_lanes_per_sm(limits.cc_major, limits.cc_minor) * 2.0 * limits.clock_mhz / 1000.0;
 }
 
 CudaLaunchNeeds launch_needs(const LaunchConfig& config) {

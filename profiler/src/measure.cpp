@@ -2,6 +2,8 @@
 #include <ka/core/fingerprint.hpp>
 #include <ka/profiler/measure.hpp>
 
+#include "measure_loop.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -186,8 +188,9 @@ std::string Measurement::str() const {
   return out;
 }
 
-Measurement measure(const std::function<void()>& fn, const MeasureOptions& o) {
-  KA_CHECK(static_cast<bool>(fn), "measure: no function to measure");
+namespace detail {
+
+Measurement measure_loop(const Sampler& sampler, const MeasureOptions& o) {
   KA_CHECK(o.warmup_runs >= 0, "measure: warmup_runs must be >= 0, got ", o.warmup_runs);
   KA_CHECK(o.min_repetitions >= 1, "measure: min_repetitions must be >= 1, got ",
            o.min_repetitions);
@@ -204,12 +207,13 @@ Measurement measure(const std::function<void()>& fn, const MeasureOptions& o) {
   m.target_rel_ci95 = o.target_rel_ci95;
   m.ci_of = o.ci_of;
   const bool cold = o.mode == CacheMode::kCold;
-  if (cold) m.flush_bytes = o.flush_bytes > 0 ? o.flush_bytes : default_flush_bytes();
+  if (cold) m.flush_bytes = sampler.flush_bytes;
   auto flush = [&] {
     if (!cold) return;
-    flush_caches(m.flush_bytes);
+    sampler.flush();
     ++m.flushes;
   };
+  const auto& time_calls = sampler.time;
 
   // Warm-up: at least warmup_runs calls and warmup_s seconds, within the budget. The last
   // call's time seeds the automatic batch size.
@@ -217,7 +221,7 @@ Measurement measure(const std::function<void()>& fn, const MeasureOptions& o) {
   while (m.warmup_runs < o.warmup_runs || (o.warmup_s > 0.0 && seconds_since(start) < o.warmup_s)) {
     if (m.warmup_runs > 0 && seconds_since(start) >= o.budget_s) break;
     flush();
-    last_call_ns = time_calls(fn, 1);
+    last_call_ns = time_calls(1);
     ++m.warmup_runs;
   }
 
@@ -226,14 +230,14 @@ Measurement measure(const std::function<void()>& fn, const MeasureOptions& o) {
     // Grow the batch until one sample lasts min_sample_s; a call that takes longer on its own
     // needs no batching.
     const double target_ns = o.min_sample_s * 1e9;
-    if (last_call_ns <= 0.0) last_call_ns = time_calls(fn, 1);
+    if (last_call_ns <= 0.0) last_call_ns = time_calls(1);
     int batch = 1;
     double sample_ns = last_call_ns;
     while (sample_ns < target_ns && batch < (1 << 20) && seconds_since(start) < o.budget_s) {
       const double grow = sample_ns > 0.0 ? target_ns / sample_ns : 16.0;
       batch = static_cast<int>(std::min<double>(
           1 << 20, std::ceil(static_cast<double>(batch) * std::clamp(grow * 1.2, 2.0, 16.0))));
-      sample_ns = time_calls(fn, batch);
+      sample_ns = time_calls(batch);
     }
     m.batch = batch;
   }
@@ -243,7 +247,7 @@ Measurement measure(const std::function<void()>& fn, const MeasureOptions& o) {
   m.samples_ns.reserve(std::min<std::size_t>(max_reps, 4096));
   for (;;) {
     flush();
-    const double per_call = time_calls(fn, m.batch) / static_cast<double>(m.batch);
+    const double per_call = time_calls(m.batch) / static_cast<double>(m.batch);
     m.samples_ns.push_back(per_call);
     const std::size_t n = m.samples_ns.size();
     if (n >= min_reps && should_test_ci(n) &&
@@ -269,6 +273,19 @@ Measurement measure(const std::function<void()>& fn, const MeasureOptions& o) {
   }
   m.elapsed_s = seconds_since(start);
   return m;
+}
+
+}  // namespace detail
+
+Measurement measure(const std::function<void()>& fn, const MeasureOptions& o) {
+  KA_CHECK(static_cast<bool>(fn), "measure: no function to measure");
+  detail::Sampler sampler;
+  sampler.time = [&fn](int calls) { return time_calls(fn, calls); };
+  if (o.mode == CacheMode::kCold) {
+    sampler.flush_bytes = o.flush_bytes > 0 ? o.flush_bytes : default_flush_bytes();
+    sampler.flush = [&sampler] { flush_caches(sampler.flush_bytes); };
+  }
+  return detail::measure_loop(sampler, o);
 }
 
 }  // namespace ka::profiler

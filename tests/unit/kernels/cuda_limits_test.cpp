@@ -70,6 +70,19 @@ TEST(CudaLimits, EveryPointOfEveryCudaSpaceLaunchesOnTheRecordedGpus) {
   }
 }
 
+TEST(CudaLimits, TheFp32PeakIsTheDatasheets) {
+  // NVIDIA's datasheets: H100 SXM 67 TFLOP/s fp32, A100 19.5 TFLOP/s.
+  EXPECT_NEAR(cuda_fp32_peak_gflops(CudaDeviceLimits::h100_sxm()), 66908.0, 1.0);
+  EXPECT_NEAR(cuda_fp32_peak_gflops(CudaDeviceLimits::h200()), 66908.0, 1.0);
+  EXPECT_NEAR(cuda_fp32_peak_gflops(CudaDeviceLimits::a100_sxm()), 19492.0, 1.0);
+  EXPECT_EQ(fp32_lanes_per_sm(7, 0), 64);
+  EXPECT_EQ(fp32_lanes_per_sm(8, 6), 128);  // RTX 30x0: 128 per SM, where A100 has 64
+  EXPECT_EQ(fp32_lanes_per_sm(8, 9), 128);
+  CudaDeviceLimits unknown_clock = CudaDeviceLimits::h100_sxm();
+  unknown_clock.clock_mhz = 0;
+  EXPECT_EQ(cuda_fp32_peak_gflops(unknown_clock), 0.0);
+}
+
 TEST(CudaLimits, TheFingerprintOfADeviceNamesWhatTunedEntriesDependOn) {
   CudaDeviceLimits h200 = CudaDeviceLimits::h200();
   h200.memory_bytes = std::int64_t{143771} << 20;

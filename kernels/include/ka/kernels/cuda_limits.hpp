@@ -40,6 +40,14 @@ struct CudaDeviceLimits {
   static CudaDeviceLimits a100_sxm();
 };
 
+/// FP32 lanes (CUDA cores) per SM of compute capability `cc_major`.`cc_minor`: 64 on sm_60,
+/// sm_70, sm_75 and sm_80 (P100, V100, Turing, A100), 128 on sm_61 and from sm_86 on (Ampere
+/// consumer parts, Ada, Hopper, Blackwell), per the CUDA programming guide's throughput table.
+int fp32_lanes_per_sm(int cc_major, int cc_minor);
+/// The datasheet's fp32 peak: SMs × fp32 lanes × 2 FLOP (an FMA) × the SMs' peak clock, in
+/// GFLOP/s; 0 where the clock is not known.
+double cuda_fp32_peak_gflops(const CudaDeviceLimits& limits);
+
 /// The limits of CUDA device 0 (cudaGetDeviceProperties), read once; nullopt where this build
 /// has no CUDA or no device is visible.
 std::optional<CudaDeviceLimits> current_cuda_limits();
