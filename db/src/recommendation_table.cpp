@@ -211,14 +211,15 @@ std::string read_device_json(Connection& db, std::string_view fingerprint) {
 }  // namespace detail
 
 RecommendationTable RecommendationTable::load(const std::string& path, std::string_view fingerprint,
-                                              const KernelVersions& current) {
+                                              const KernelVersions& current,
+                                              const std::vector<std::string>& siblings) {
   Connection db(path, Connection::Mode::kReadOnly);
   detail::check_table_schema(db);
   RecommendationTable table;
   table.fingerprint_ = std::string(fingerprint);
   table.device_json_ = detail::read_device_json(db, fingerprint);
   try {
-    table.build(detail::read_recommendations(db), current, path);
+    table.build(detail::read_recommendations(db), current, path, siblings);
   } catch (const ValueError& e) {
     KA_THROW(DbError, path, ": ", e.what());
   }
@@ -226,7 +227,7 @@ RecommendationTable RecommendationTable::load(const std::string& path, std::stri
 }
 
 void RecommendationTable::build(std::vector<Recommendation> rows, const KernelVersions& current,
-                                std::string_view source) {
+                                std::string_view source, const std::vector<std::string>& siblings) {
   // 1. Keep only rows for this device and this build's kernel versions; log each distinct
   //    mismatch once, with its row count.
   std::map<std::string, std::size_t> other_devices;
@@ -252,6 +253,11 @@ void RecommendationTable::build(std::vector<Recommendation> rows, const KernelVe
     entries_.push_back(std::move(r));
   }
   for (const auto& [fp, n] : other_devices) {
+    if (std::find(siblings.begin(), siblings.end(), fp) != siblings.end()) {
+      log().debug("{}: {} recommendation(s) for this machine's other device '{}' left to its "
+                  "own table", source, n, fp);
+      continue;
+    }
     log().warn(
         "{}: skipping {} recommendation(s) tuned on another device '{}' (this device: "
         "'{}')",

@@ -8,6 +8,10 @@
 namespace ka::db {
 
 RunInfo cpu_run_info(std::string tool, std::string command_line) {
+  return run_info(cpu_fingerprint(), std::move(tool), std::move(command_line));
+}
+
+RunInfo run_info(const DeviceFingerprint& fp, std::string tool, std::string command_line) {
   RunInfo info;
   info.tool = std::move(tool);
   info.command_line = std::move(command_line);
@@ -15,7 +19,6 @@ RunInfo cpu_run_info(std::string tool, std::string command_line) {
   info.host = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "unknown";
   info.ka_version = KA_VERSION;
   info.git_sha = KA_GIT_SHA;
-  const DeviceFingerprint fp = cpu_fingerprint();
   info.device = fp.device.str();
   info.fingerprint = fp.key();
   info.fingerprint_json = fields_json(fp);

@@ -38,6 +38,10 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
+void cuda_stream_synchronize(void* stream, const std::string& what) {
+  KA_EXECUTOR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), what);
+}
+
 struct CudaExecutor::Impl {
   struct Entry {
     KernelTask task;
@@ -122,6 +126,11 @@ void CudaExecutor::synchronize() {
 bool cuda_device_available(std::string* why) {
   if (why != nullptr) *why = "this build of ka was compiled without CUDA";
   return false;
+}
+
+void cuda_stream_synchronize(void* /*stream*/, const std::string& what) {
+  KA_THROW(NotImplementedError, "cuda_stream_synchronize (", what,
+           "): this build of ka was compiled without CUDA");
 }
 
 struct CudaExecutor::Impl {

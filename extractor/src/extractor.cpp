@@ -383,9 +383,16 @@ struct Extractor::Impl {
   std::array<std::atomic<const KernelEntry*>, 20> cpu_entries{};
   std::array<std::atomic<const KernelEntry*>, 20> cuda_entries{};
 
+  // One table per device type (a CPU's and a GPU's tuned rows have different fingerprints).
   mutable std::shared_mutex table_mutex;
-  std::shared_ptr<const db::RecommendationTable> table =
-      std::make_shared<const db::RecommendationTable>();
+  std::array<std::shared_ptr<const db::RecommendationTable>, 2> tables{
+      std::make_shared<const db::RecommendationTable>(),
+      std::make_shared<const db::RecommendationTable>()};
+  static std::size_t table_slot(DeviceType t) { return t == DeviceType::kCUDA ? 1 : 0; }
+  std::shared_ptr<const db::RecommendationTable> table(DeviceType t) const {
+    std::shared_lock<std::shared_mutex> lock(table_mutex);
+    return tables[table_slot(t)];
+  }
   // Unique across every Extractor of the process (see next_generation), so thread-local plans
   // and cache slots of a destroyed extractor can never match a new one at the same address.
   std::atomic<std::uint64_t> generation{next_generation()};
@@ -468,11 +475,7 @@ struct Extractor::Impl {
     c->kernel = d.name;
     c->kernel_version = d.version;
     c->shape_key = key.str();
-    std::shared_ptr<const db::RecommendationTable> t;
-    {
-      std::shared_lock<std::shared_mutex> lock(table_mutex);
-      t = table;
-    }
+    const std::shared_ptr<const db::RecommendationTable> t = table(d.device);
     if (t->size() > 0) {
       if (auto pick = t->lookup(lookup_op, key)) {
         if (!pick->kernel.empty() && pick->kernel != d.name) {
@@ -564,10 +567,11 @@ const KernelRegistry& Extractor::registry(DeviceType device) const {
   return device == DeviceType::kCUDA ? impl_->cuda : impl_->cpu;
 }
 
-void Extractor::set_table(std::shared_ptr<const db::RecommendationTable> table) {
+void Extractor::set_table(std::shared_ptr<const db::RecommendationTable> table,
+                          DeviceType device) {
   KA_CHECK(table != nullptr, "Extractor::set_table: null table");
   std::unique_lock<std::shared_mutex> lock(impl_->table_mutex);
-  impl_->table = std::move(table);
+  impl_->tables[Impl::table_slot(device)] = std::move(table);
   std::unique_lock<std::shared_mutex> cache_lock(impl_->cache_mutex);
   for (auto& [h, bucket] : impl_->cache) {
     for (auto& c : bucket) impl_->retired.push_back(std::move(c));
@@ -576,9 +580,8 @@ void Extractor::set_table(std::shared_ptr<const db::RecommendationTable> table) 
   impl_->generation.store(next_generation(), std::memory_order_release);
 }
 
-std::shared_ptr<const db::RecommendationTable> Extractor::table() const {
-  std::shared_lock<std::shared_mutex> lock(impl_->table_mutex);
-  return impl_->table;
+std::shared_ptr<const db::RecommendationTable> Extractor::table(DeviceType device) const {
+  return impl_->table(device);
 }
 
 // Note [Eager path]
@@ -855,7 +858,7 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
         if (row > fusion_.budget(device.type).row_working_set_bytes) split = true;
       }
       if (g.kind != FusionKind::kNone && !split) {
-        const auto table = this->table();
+        const auto table = this->table(device.type);
         if (table->size() > 0) {
           if (auto pick = table->lookup(packed.lookup_op, shape_key_of(packed));
               pick && pick->fusion == "unfused") {
@@ -969,7 +972,8 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
 struct PreparedCall::State {
   ParamBuffer buffer;
   Packed packed;
-  kernels::CpuLaunch launch;
+  kernels::CpuLaunch launch;                // CPU calls: the prepared grid
+  const KernelEntry* entry = nullptr;       // CUDA calls: the launcher
 };
 
 PreparedCall::PreparedCall() : state_(std::make_unique<State>()) {}
@@ -978,7 +982,22 @@ PreparedCall::~PreparedCall() = default;
 void PreparedCall::run() const {
   KA_CHECK(status_.is_ok(), "PreparedCall::run: ", kernel_->name, " cannot run ", key_.str(),
            " with ", config_.str(), ": ", status_.reason());
+  if (device_.type == DeviceType::kCUDA) {
+    enqueue(nullptr);
+    executor::cuda_stream_synchronize(nullptr, kernel_->name + " " + config_.str());
+    return;
+  }
   kernels::run_on_pool(state_->launch);
+}
+
+void PreparedCall::enqueue(void* stream) const {
+  KA_CHECK(device_.type == DeviceType::kCUDA, "PreparedCall::enqueue: ", kernel_->name,
+           " runs on ", device_.str(), ", not on a CUDA stream: use run()");
+  KA_CHECK(status_.is_ok(), "PreparedCall::enqueue: ", kernel_->name, " cannot run ",
+           key_.str(), " with ", config_.str(), ": ", status_.reason());
+  const Status st = state_->entry->launchers.launch_cuda(state_->packed.args, config_, stream);
+  KA_CHECK_TYPE(CudaError, st.is_ok(), kernel_->name, " ", key_.str(), " with ", config_.str(),
+                " on ", device_.str(), ": ", st.reason());
 }
 
 c10::IValue PreparedCall::result() const { return c10::IValue(state_->packed.result); }
@@ -995,11 +1014,15 @@ std::unique_ptr<PreparedCall> Extractor::prepare_call(OpHandle op, const c10::IV
   const NodeArgs node{&spec, ptrs.data(), static_cast<int>(num_args), -1};
   const GroupArgs group{FusionKind::kNone, &node, 1};
   const Device device = detail::group_device(group);
-  KA_CHECK_TYPE(NotImplementedError, device.type == DeviceType::kCPU, spec.signature,
-                ": prepared calls run on the CPU; the arguments are on ", device.str());
+  KA_CHECK_TYPE(NotImplementedError,
+                device.type == DeviceType::kCPU || device.type == DeviceType::kCUDA,
+                spec.signature, ": prepared calls run on the CPU or a CUDA device; the arguments "
+                "are on ", device.str());
   const KernelEntry& entry = impl_->entry_for(spec, device);
   std::unique_ptr<PreparedCall> call(new PreparedCall());
+  call->device_ = device;
   PreparedCall::State& st = *call->state_;
+  st.entry = &entry;
   detail::pack_group(group, st.buffer, st.packed);
   const kernels::KernelDescriptor& d = *entry.descriptor;
   call->kernel_ = &d;
@@ -1022,7 +1045,10 @@ std::unique_ptr<PreparedCall> Extractor::prepare_call(OpHandle op, const c10::IV
       return call;
     }
   }
-  call->status_ = entry.launchers.prepare_cpu(st.packed.args, call->config_, st.launch);
+  // A CUDA call is checked when it is enqueued (the launcher validates against the device).
+  if (device.type == DeviceType::kCPU) {
+    call->status_ = entry.launchers.prepare_cpu(st.packed.args, call->config_, st.launch);
+  }
   return call;
 }
 

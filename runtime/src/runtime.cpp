@@ -3,6 +3,7 @@
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/dispatch/dispatcher.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 #include <ka/runtime/aten_ops.hpp>
 #include <ka/runtime/runtime.hpp>
 
@@ -10,6 +11,7 @@
 #include <torch/csrc/jit/ir/irparser.h>
 
 #include <cstdlib>
+#include <optional>
 #include <unordered_map>
 
 namespace ka::runtime {
@@ -33,7 +35,18 @@ bool Runtime::load_table_from_environment() const {
 }
 
 void Runtime::load_table(const std::string& path) const {
-  set_table(db::RecommendationTable::load(path, cpu_fingerprint(), extractor().kernel_versions()));
+  const db::KernelVersions versions = extractor().kernel_versions();
+  const std::string cpu = cpu_fingerprint().key();
+  const std::optional<DeviceFingerprint> gpu = kernels::current_cuda_fingerprint();
+  set_table(db::RecommendationTable::load(path, cpu, versions,
+                                          gpu ? std::vector<std::string>{gpu->key()}
+                                              : std::vector<std::string>{}));
+  // A GPU's rows (ka-tune --device cuda) go to its own table: CUDA kernels look there.
+  if (gpu) {
+    extractor().set_table(std::make_shared<const db::RecommendationTable>(
+                              db::RecommendationTable::load(path, gpu->key(), versions, {cpu})),
+                          DeviceType::kCUDA);
+  }
 }
 
 void Runtime::set_table(db::RecommendationTable table) const {

@@ -6,6 +6,7 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/extractor/fusion.hpp>
 #include <ka/kernels/elementwise.hpp>
+#include <ka/kernels/gemm.hpp>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -139,6 +140,48 @@ TEST(Extractor, ConfigsComeFromTheTableWithProvenance) {
   ex.call(add, other, 3);
   dump = nlohmann::json::parse(ex.dump_extraction_context());
   EXPECT_EQ(dump["provenance"], "nearest");
+}
+
+TEST(Extractor, EachDeviceTypeHasItsOwnTable) {
+  // A GPU's tuned rows (another fingerprint) serve the CUDA kernels and never the CPU's, and
+  // replacing one device's table leaves the other's. No GPU is needed: choose_config only
+  // reads the table and the descriptor.
+  Extractor ex;
+  const auto& cuda = kernels::gemm_f32_cuda_descriptor();
+  const auto& cpu = kernels::gemm_f32_cpu_descriptor();
+  const ShapeKey key = kernels::addmm_shape_key(64, 64, 64, false);
+  const LaunchConfig heuristic = cuda.default_config(key);
+  LaunchConfig tuned;
+  for (const LaunchConfig& p : cuda.space.enumerate()) {
+    if (cuda.complete(key, p).str() != heuristic.str() && cuda.can_run(key, cuda.complete(key, p))) {
+      tuned = p;
+      break;
+    }
+  }
+  ASSERT_FALSE(tuned.params().empty()) << "no runnable non-default point in " << cuda.name;
+  db::Recommendation row;
+  row.fingerprint = "cuda|test-gpu";
+  row.op = "aten::mm";
+  row.shape_key = key.str();
+  row.kernel = cuda.name;
+  row.kernel_version = cuda.version;
+  row.config = tuned;
+  ex.set_table(std::make_shared<db::RecommendationTable>(
+                   "cuda|test-gpu", std::vector<db::Recommendation>{row},
+                   db::KernelVersions{{cuda.name, cuda.version}}),
+               DeviceType::kCUDA);
+  EXPECT_EQ(ex.table(DeviceType::kCUDA)->size(), 1U);
+  EXPECT_EQ(ex.table(DeviceType::kCPU)->size(), 0U);
+  auto gpu = ex.choose_config(cuda, "aten::mm", key);
+  EXPECT_EQ(gpu.provenance, "exact");
+  EXPECT_EQ(gpu.config.str(), cuda.complete(key, tuned).str());
+  EXPECT_EQ(ex.choose_config(cpu, "aten::mm", key).provenance, "heuristic");
+  // A CPU table arrives: the GPU's choice is unchanged.
+  ex.set_table(std::make_shared<db::RecommendationTable>(), DeviceType::kCPU);
+  gpu = ex.choose_config(cuda, "aten::mm", key);
+  EXPECT_EQ(gpu.provenance, "exact");
+  ex.set_table(std::make_shared<db::RecommendationTable>(), DeviceType::kCUDA);
+  EXPECT_EQ(ex.choose_config(cuda, "aten::mm", key).provenance, "heuristic");
 }
 
 TEST(Extractor, PlansOfADestroyedExtractorAreNeverReused) {

@@ -110,10 +110,14 @@ class RecommendationTable {
                       const KernelVersions& current, std::string device_json = "{}");
 
   /// Loads the rows for `fingerprint` from a ka database or an export (export_sqlite()),
-  /// read-only. Throws ka::DbError naming the file when it cannot be read, its schema
-  /// version has no recommendations (< 2) or is newer than this build, or a row is malformed.
+  /// read-only. Rows of `siblings` (this machine's other devices: its CPU beside its GPU)
+  /// are skipped and counted like any other device's but logged at debug level only, since
+  /// one table may hold both. Throws ka::DbError naming the file when it cannot be read, its
+  /// schema version has no recommendations (< 2) or is newer than this build, or a row is
+  /// malformed.
   static RecommendationTable load(const std::string& path, std::string_view fingerprint,
-                                  const KernelVersions& current);
+                                  const KernelVersions& current,
+                                  const std::vector<std::string>& siblings = {});
   static RecommendationTable load(const std::string& path, const DeviceFingerprint& fingerprint,
                                   const KernelVersions& current) {
     return load(path, fingerprint.key(), current);
@@ -176,7 +180,7 @@ class RecommendationTable {
   };
 
   void build(std::vector<Recommendation> rows, const KernelVersions& current,
-             std::string_view source);
+             std::string_view source, const std::vector<std::string>& siblings = {});
   void build_tree(Bucket& bucket);
   struct ExactRecord;
   [[nodiscard]] const ExactRecord* find_exact(std::string_view op,

@@ -42,6 +42,8 @@ struct RunInfo {
 /// "cpu", fingerprint key and JSON filled; the caller sets the suite, threads and what else it
 /// knows.
 RunInfo cpu_run_info(std::string tool, std::string command_line);
+/// As cpu_run_info, for the device `fp` describes (a GPU's fingerprint for GPU runs).
+RunInfo run_info(const DeviceFingerprint& fp, std::string tool, std::string command_line);
 
 /// One row of `results`: one implementation of one case.
 struct ResultRow {

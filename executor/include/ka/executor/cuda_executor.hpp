@@ -14,6 +14,11 @@ namespace ka::executor {
 /// given) receives the reason when not ("compiled without CUDA", "cudaGetDeviceCount: ...").
 bool cuda_device_available(std::string* why = nullptr);
 
+/// Waits for the work on `stream` (a cudaStream_t; null: the legacy default stream). Throws
+/// ka::CudaError naming `what` when that work failed, ka::NotImplementedError when compiled
+/// without CUDA.
+void cuda_stream_synchronize(void* stream, const std::string& what);
+
 /// The CUDA executor (DESIGN.md §5): each task's `cuda_launch(stream)` enqueues its kernel on
 /// one of `streams` streams round-robin; a task whose MemRanges conflict with an unfinished
 /// earlier task's waits for that task's completion event (cudaStreamWaitEvent), so

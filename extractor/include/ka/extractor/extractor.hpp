@@ -78,7 +78,9 @@ struct TaskPlan {
 
 /// One call extracted once and runnable many times with a chosen configuration: what the
 /// tuner times. The arguments are packed and the output allocated when it is made; run()
-/// executes the prepared grid again (same output). Made by Extractor::prepare_call.
+/// executes the prepared grid again (same output). On a CUDA device, enqueue() puts the
+/// kernel on a stream without waiting (for timing with events); run() enqueues on the
+/// default stream and waits. Made by Extractor::prepare_call.
 class PreparedCall {
  public:
   ~PreparedCall();
@@ -96,8 +98,15 @@ class PreparedCall {
   [[nodiscard]] const LaunchConfig& config() const noexcept { return config_; }
   /// The configuration the kernel's heuristic picks for this shape.
   [[nodiscard]] const LaunchConfig& default_config() const noexcept { return default_config_; }
-  /// Runs the call once more. Throws ka::ValueError when status() is not ok.
+  /// Where the call runs (its arguments' device).
+  [[nodiscard]] const Device& device() const noexcept { return device_; }
+  /// Runs the call once more and waits for it. Throws ka::ValueError when status() is not
+  /// ok, ka::CudaError when a CUDA launch fails.
   void run() const;
+  /// CUDA calls: enqueues the kernel on `stream` (a cudaStream_t; null: the legacy default
+  /// stream) and returns without waiting. Throws ka::ValueError for a CPU call or when
+  /// status() is not ok, ka::CudaError when the launch is refused or fails.
+  void enqueue(void* stream) const;
   /// The output the runs write.
   [[nodiscard]] c10::IValue result() const;
 
@@ -106,6 +115,7 @@ class PreparedCall {
   PreparedCall();
   struct State;
   std::unique_ptr<State> state_;
+  Device device_;
   Status status_ = Status::ok();
   const kernels::KernelDescriptor* kernel_ = nullptr;
   ShapeKey key_;
@@ -163,10 +173,13 @@ class Extractor {
   /// extracted.
   std::vector<TaskPlan> run_graph(OpGraph& graph, const GraphOptions& options = {});
 
-  /// The recommendation table consulted for configs (an empty one by default). Replacing it
-  /// drops cached configs. Thread-safe with respect to calls.
-  void set_table(std::shared_ptr<const db::RecommendationTable> table);
-  [[nodiscard]] std::shared_ptr<const db::RecommendationTable> table() const;
+  /// The recommendation table consulted for configs of `device`'s kernels (an empty one by
+  /// default): a table holds one device's fingerprint, so the CPU and a CUDA device each have
+  /// their own. Replacing one drops cached configs. Thread-safe with respect to calls.
+  void set_table(std::shared_ptr<const db::RecommendationTable> table,
+                 DeviceType device = DeviceType::kCPU);
+  [[nodiscard]] std::shared_ptr<const db::RecommendationTable> table(
+      DeviceType device = DeviceType::kCPU) const;
 
   /// A configuration and where it came from ("exact", "nearest", "arch-default",
   /// "heuristic").

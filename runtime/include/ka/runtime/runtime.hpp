@@ -48,8 +48,9 @@ class Runtime {
   bool load_table_from_environment() const;
 
   /// Loads the rows tuned on this CPU for this build's kernel versions from `path` and makes
-  /// them the extractor's table (rows of another device or version are skipped and logged).
-  /// Throws ka::DbError naming the file.
+  /// them the extractor's table; where a CUDA device is visible, its rows too, as the CUDA
+  /// kernels' table (rows of another device or version are skipped and logged). Throws
+  /// ka::DbError naming the file.
   void load_table(const std::string& path) const;
   /// Makes `table` (e.g. one compiled in from a generated header) the extractor's table.
   void set_table(db::RecommendationTable table) const;
