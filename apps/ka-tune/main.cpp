@@ -96,6 +96,13 @@ int main(int argc, char** argv) {
                  "default config it is compared with are limited to it; keep each thread count's "
                  "table in its own --db")
       ->capture_default_str();
+  std::string device = "cpu";
+  app.add_option("--device", device,
+                 "where ka's kernels run: cpu, or cuda (CUDA device 0: ka's CUDA kernels, timed by "
+                 "CUDA events, checked against libtorch on the CPU; trials and winners stored "
+                 "under the GPU's fingerprint, so one --db can hold both)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   app.add_option("--finalists", o.finalists, "candidates re-measured to separate the winner")
       ->capture_default_str();
   app.add_flag("--replay", replay,
@@ -118,10 +125,14 @@ int main(int argc, char** argv) {
   }
   if (verbose) ka::set_log_level(spdlog::level::debug);
   o.measure.mode = cache == "cold" ? ka::profiler::CacheMode::kCold : ka::profiler::CacheMode::kHot;
+  o.device = device == "cuda" ? ka::DeviceType::kCUDA : ka::DeviceType::kCPU;
   if (quiet) o.progress = nullptr;
   if (list) {
     for (const auto& s : ka::tuner::strategy_names()) std::printf("%s\n", s.c_str());
     return 0;
+  }
+  if (device == "cuda" && (replay || fusion)) {
+    return fail(2, "--replay and --fusion work on the CPU's trials; --device cuda goes with --op");
   }
   try {
     if (replay) {
@@ -168,9 +179,11 @@ int main(int argc, char** argv) {
     }
     if (o.shapes.empty()) return fail(2, "give --shapes or --suite");
     const auto outcomes = ka::tuner::tune(o);
-    std::printf("\nka-tune: %s, strategy %s, %s (per config: median, CI95 target %.1f%%, %s cache)\n",
-                o.op.c_str(), o.strategy.c_str(), o.db_path.c_str(), 100 * o.measure.target_rel_ci95,
-                cache.c_str());
+    std::printf("\nka-tune: %s on %s, strategy %s, %s (per config: median, CI95 target %.1f%%, "
+                "%s cache%s)\n",
+                o.op.c_str(), device.c_str(), o.strategy.c_str(), o.db_path.c_str(),
+                100 * o.measure.target_rel_ci95, cache.c_str(),
+                device == "cuda" ? ", CUDA events" : "");
     std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
                 "default", "gain", "configs (new+reused / space)");
     for (const auto& r : outcomes) {

@@ -80,6 +80,28 @@ case "$case_name" in
     "$ka_tune" --help >"$tmp/out" 2>"$tmp/err" || fail "--help failed"
     grep -q "resumes" "$tmp/out" || fail "--help does not explain resuming"
     ;;
+  device_cuda)
+    # With a GPU and a CUDA libtorch: a short sweep of ka's CUDA SGEMM, stored under the GPU's
+    # fingerprint. Without: exit 1 and the reason, before anything is stored.
+    "$ka_tune" --op aten::addmm --shapes 96x64x80 --device cuda --strategy random --budget 3 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+      grep -qE "^96x64x80 +gemm_f32_cuda" "$tmp/out" || fail "no line for the CUDA kernel"
+      fp=$("$sqlite3" "$tmp/ka.db" "SELECT DISTINCT fingerprint FROM recommendations")
+      [[ "$fp" == cuda\|* ]] || fail "recommendation not under a CUDA fingerprint: '$fp'"
+    else
+      [ $rc -eq 1 ] || fail "no GPU: expected exit 1, got $rc"
+      grep -qE "ka-tune --device cuda: (no CUDA device to tune on|the libtorch ka is linked with has no CUDA)" "$tmp/err" || fail "no reason given: $(cat "$tmp/err")"
+      [ ! -s "$tmp/out" ] || fail "printed results without a GPU"
+      if [ -f "$tmp/ka.db" ]; then
+        n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM runs")
+        [ "$n" = "0" ] || fail "a run was recorded without a GPU"
+      fi
+    fi
+    "$ka_tune" --op aten::addmm --shapes 8x8x8 --device tpu >"$tmp/out" 2>"$tmp/err"
+    [ $? -ne 0 ] || fail "--device tpu accepted"
+    grep -q "tpu not in {cpu,cuda}" "$tmp/err" || fail "bad --device message"
+    ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

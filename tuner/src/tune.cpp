@@ -5,8 +5,10 @@
 #include <ka/core/text.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
+#include <ka/executor/cuda_executor.hpp>
 #include <ka/extractor/extractor.hpp>
 #include <ka/kernels/cpu_launch.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 #include <ka/tuner/search.hpp>
 #include <ka/tuner/tune.hpp>
 
@@ -24,11 +26,14 @@ namespace ka::tuner {
 // Note [Tuning a shape]
 // 1. The call is built from the shape (inputs uniform in [-1, 1), seeded) and extracted once
 //    per configuration (a PreparedCall: packed once, run many times); the first run's output
-//    is checked against libtorch (|ka - ref| <= 1e-5·sqrt(K) + 1e-4·|ref|, K the length of
-//    a GEMM's or a sum's reduction, else 1), so a configuration that computes garbage is
-//    recorded 'incorrect', never recommended.
-// 2. Each configuration is timed by profiler::measure (warm-up, repetitions until the CI95
-//    half-width of the median is within the target or the budget ends) and written to the
+//    is checked against libtorch on the CPU (|ka - ref| <= 1e-5·sqrt(K) + 1e-4·|ref|, K the
+//    length of a GEMM's or a sum's reduction, else 1), so a configuration that computes
+//    garbage is recorded 'incorrect', never recommended. With --device cuda the inputs are
+//    copied to the GPU and ka's CUDA kernels run there; the reference stays libtorch's CPU
+//    result (an oracle independent of the device).
+// 2. Each configuration is timed by profiler::measure (CPU) or profiler::measure_cuda (CUDA
+//    events) (warm-up, repetitions until the CI95 half-width of the median is within the
+//    target or the budget ends) and written to the
 //    `trials` table at once, in its own transaction. Trials an earlier run stored for the same
 //    device, kernel version, shape and configuration (hot cache) are reused, not re-run: that
 //    is how a killed sweep resumes, and a run never stores one configuration twice.
@@ -153,7 +158,41 @@ ShapeCall make_call(const std::string& op, const std::string& shape) {
   return c;
 }
 
-std::string check_output(const at::Tensor& got, const ShapeCall& c) {
+// The call's tensor arguments copied to `device` (the reference stays where it was computed).
+void move_args(ShapeCall& c, DeviceType device) {
+  if (device == DeviceType::kCPU) return;
+  for (c10::IValue& a : c.args) {
+    if (a.isTensor()) a = a.toTensor().to(at::Device(at::kCUDA, 0));
+  }
+}
+
+// Device time of one run of `call`: CPU calls by the host clock, CUDA calls by events.
+profiler::Measurement time_call(const extractor::PreparedCall& call,
+                                const profiler::MeasureOptions& options) {
+  if (call.device().type == DeviceType::kCUDA) {
+    return profiler::measure_cuda([&call](void* stream) { call.enqueue(stream); }, options);
+  }
+  return profiler::measure([&call] { call.run(); }, options);
+}
+
+// The fingerprint trials and recommendations are stored under: this CPU's, or the GPU's.
+// Throws ka::CudaError when CUDA was asked for and cannot be used here.
+DeviceFingerprint device_fingerprint(DeviceType device) {
+  if (device == DeviceType::kCPU) return cpu_fingerprint();
+  std::string why;
+  KA_CHECK_TYPE(CudaError, executor::cuda_device_available(&why),
+                "ka-tune --device cuda: no CUDA device to tune on (", why, ")");
+  KA_CHECK_TYPE(CudaError, at::hasCUDA(),
+                "ka-tune --device cuda: the libtorch ka is linked with has no CUDA, so the "
+                "inputs cannot be placed on the GPU (build ka against a CUDA libtorch)");
+  const std::optional<DeviceFingerprint> fp = kernels::current_cuda_fingerprint();
+  KA_CHECK_TYPE(CudaError, fp.has_value(), "ka-tune --device cuda: the GPU's properties could "
+                "not be read");
+  return *fp;
+}
+
+std::string check_output(const at::Tensor& device_result, const ShapeCall& c) {
+  const at::Tensor got = device_result.to(at::kCPU);
   const double atol = 1e-5 * std::sqrt(static_cast<double>(c.k));
   const at::Tensor err = (got - c.reference).abs() - (atol + 1e-4 * c.reference.abs());
   if (err.numel() == 0 || err.max().item<double>() <= 0.0) return {};
@@ -252,10 +291,10 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
   kernels::set_cpu_thread_limit(o.threads);
   extractor::Extractor& ex = extractor::Extractor::global();
   const extractor::OpHandle handle = ex.resolve(o.op);
-  const DeviceFingerprint fp = cpu_fingerprint();
+  const DeviceFingerprint fp = device_fingerprint(o.device);
   db::ResultsStore store(o.db_path);
   store.record_device(fp);
-  db::RunInfo info = db::cpu_run_info("ka-tune", o.command_line);
+  db::RunInfo info = db::run_info(fp, "ka-tune", o.command_line);
   info.suite = "";
   const std::int64_t run = store.begin_run(info);
   std::vector<ShapeOutcome> outcomes;
@@ -263,7 +302,8 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
     for (std::size_t si = 0; si < o.shapes.size(); ++si) {
       const std::string& shape = o.shapes[si];
       at::manual_seed(static_cast<std::uint64_t>(si) + o.seed);
-      const ShapeCall c = make_call(o.op, shape);
+      ShapeCall c = make_call(o.op, shape);
+      move_args(c, o.device);
       const auto base = ex.prepare_call(handle, c.args.data(), c.args.size(), nullptr);
       const kernels::KernelDescriptor& d = base->kernel();
       const std::string key = base->shape_key().str();
@@ -307,7 +347,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
               row.disposition = db::Disposition::kIncorrect;
               row.error = bad;
             } else {
-              const profiler::Measurement m = profiler::measure([&] { call->run(); }, o.measure);
+              const profiler::Measurement m = time_call(*call, o.measure);
               row.median_ns = m.median_ns();
               row.mean_ns = m.summary.mean;
               row.min_ns = m.summary.min;
@@ -365,9 +405,9 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       auto measure_finalists = [&] {
         for (std::size_t p : finalists) {
           const auto call = ex.prepare_call(handle, c.args.data(), c.args.size(), &space.point(p));
-          if (call->status()) final[p] = profiler::measure([&] { call->run(); }, o.measure);
+          if (call->status()) final[p] = time_call(*call, o.measure);
         }
-        final[kDefault] = profiler::measure([&] { base->run(); }, o.measure);
+        final[kDefault] = time_call(*base, o.measure);
         order.clear();
         for (const auto& [p, m] : final) order.push_back(p);
         std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

@@ -2,6 +2,7 @@
 // pick the winner statistically and write it to the recommendation table.
 #pragma once
 
+#include <ka/core/device.hpp>
 #include <ka/core/launch_config.hpp>
 #include <ka/profiler/measure.hpp>
 
@@ -34,6 +35,9 @@ struct TuneOptions {
   /// to it, and the default config it is compared with is the one planned for it (see
   /// kernels::set_cpu_thread_limit, which tune() sets).
   int threads = 0;
+  /// Where the kernels run: the CPU, or CUDA device 0 (ka's CUDA kernels, timed by CUDA
+  /// events; trials and recommendations stored under the GPU's fingerprint).
+  DeviceType device = DeviceType::kCPU;
   std::FILE* progress = stderr;      ///< Progress bar (null: none).
 };
 
@@ -60,12 +64,14 @@ struct ShapeOutcome {
 };
 
 /// Tunes every shape: for each, the strategy proposes configurations, each is run through
-/// ka's extractor (PreparedCall) and timed by profiler::measure; every trial is written to
+/// ka's extractor (PreparedCall) on `device` and timed by profiler::measure (measure_cuda on
+/// a GPU); every trial is written to
 /// the database as it lands (so a killed sweep resumes without losing or repeating trials:
 /// configurations already stored for this device, kernel version and shape are reused, not
 /// re-run); the best few are re-measured until the winner is separated at 95% or declared a
 /// tie; the winner becomes the shape's recommendation. Throws ka::ValueError for a bad op or
-/// shape, ka::DbError when the database cannot be written.
+/// shape, ka::DbError when the database cannot be written, ka::CudaError when `device` is
+/// CUDA and no GPU (or no CUDA libtorch) is here.
 std::vector<ShapeOutcome> tune(const TuneOptions& options);
 
 /// Replay: for every (op, shape, kernel) with a complete sweep stored in `db_path` (a trial for
