@@ -63,6 +63,13 @@ int main(int argc, char** argv) {
                  "threads for libtorch and for ka, its kernels and its graph runs alike (0 = all "
                  "logical cores)")
       ->capture_default_str();
+  app.add_option("--device", options.device,
+                 "cpu, or cuda: the suite's op cases on CUDA device 0, ka's CUDA GEMM against "
+                 "libtorch's (cuBLAS), timed by CUDA events, %peak against the GPU's datasheet "
+                 "fp32 peak; configs from the GPU's rows of the tuned table (ka-tune --device "
+                 "cuda); graph cases are left out (they run on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
       ->capture_default_str();
   app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")

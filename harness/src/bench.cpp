@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -242,11 +243,23 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
   profiler::CopyProbe* probe = v == 0 ? paired_probe(*s, i) : nullptr;
   const double before = probe != nullptr ? probe->measure(2).gbytes_per_s : 0.0;
   double seconds = 0.0;
+  // On a GPU a call only enqueues its kernel: its time is the device's, between two events on
+  // the stream both ka and libtorch use (Note [GPU cases]).
+  std::unique_ptr<profiler::CudaEventTimer> events;
+  try {
+    if (s->context.device == DeviceType::kCUDA) events = std::make_unique<profiler::CudaEventTimer>();
+  } catch (const std::exception& e) {
+    skip_with(state, Disposition::kFailed, e.what());
+    return;
+  }
   for (auto _ : state) {
     const auto t0 = Clock::now();
     Status st = Status::ok();
+    double dt = 0.0;
     try {
+      if (events) events->start();
       st = b->run(v);
+      if (events) dt = events->stop_ns() * 1e-9;
     } catch (const std::exception& e) {
       skip_with(state, Disposition::kFailed, e.what());
       break;
@@ -256,7 +269,7 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
       skip_with(state, Disposition::kUnsupported, st.reason());
       break;
     }
-    const double dt = std::chrono::duration<double>(t1 - t0).count();
+    if (!events) dt = std::chrono::duration<double>(t1 - t0).count();
     seconds += dt;
     state.SetIterationTime(dt);
   }
@@ -528,10 +541,13 @@ void print_graph_summary(const Session& s, std::FILE* out) {
 }
 
 void print_summary(const Session& s, std::FILE* out) {
+  const std::string where = s.context.device == DeviceType::kCUDA
+                                ? std::string("CUDA device 0, device time by CUDA events")
+                                : fmt::format("{} threads", s.options.threads);
   fmt::print(out,
-             "\nka-bench summary: suite '{}', {} threads, hot cache; time = median over "
+             "\nka-bench summary: suite '{}', {}, hot cache; time = median over "
              "repetitions of the mean per-call time\n",
-             s.suite.name, s.options.threads);
+             s.suite.name, where);
   const bool any_gemm = std::any_of(s.cases.begin(), s.cases.end(),
                                     [](const CaseState& cs) { return !cs.c.is_graph(); });
   const bool any_graph = std::any_of(s.cases.begin(), s.cases.end(),
@@ -552,13 +568,18 @@ void print_summary(const Session& s, std::FILE* out) {
 }
 
 // Sets libtorch's (and OpenBLAS's) threads; fills what cases share. Returns the BLAS found.
-detail::BlasInfo setup_libtorch(int threads, detail::CaseContext& context) {
+detail::BlasInfo setup_libtorch(int threads, const std::string& device,
+                                detail::CaseContext& context) {
   detail::set_libtorch_threads(threads);
   detail::set_openblas_threads(threads);
   const detail::BlasInfo blas = detail::blas_info();
   context.threads = threads;
   context.libtorch_gemm_kernel = blas.core.empty() ? "at::addmm_out (BLAS: unknown)"
                                                    : "at::addmm_out (OpenBLAS " + blas.core + ")";
+  if (device == "cuda") {
+    context.device = DeviceType::kCUDA;
+    context.libtorch_gemm_kernel = detail::cuda_bench_device().libtorch_gemm_kernel;
+  }
   return blas;
 }
 
@@ -606,7 +627,7 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite) {
   const std::regex filter_re = detail::case_filter(
       flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
   detail::CaseContext context;
-  setup_libtorch(options.threads, context);
+  setup_libtorch(options.threads, options.device, context);
   fmt::print("ka-bench {} --breakdown: suite '{}'; per call, mean over the calls made (hot "
              "cache); other = call - extract - execute (op cases: ka's dispatcher and boxing; graphs: "
              "lowering and freeing tensors)\n",
@@ -696,7 +717,7 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
   const std::regex filter_re = detail::case_filter(
       flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
   detail::CaseContext context;
-  setup_libtorch(options.threads, context);
+  setup_libtorch(options.threads, options.device, context);
   fmt::print(
       "ka-bench {} --explain: suite '{}' ({} cases) from {}; {} thread(s); each ka variant "
       "runs once and is checked against libtorch; nothing is timed or stored\n",
@@ -816,6 +837,28 @@ int run_suite(const BenchOptions& options) {
   s.options = options;
   const std::string path = find_suite_file(options.suite, options.suites_dir);
   s.suite = load_suite_file(path);
+  KA_CHECK(options.device == "cpu" || options.device == "cuda", "--device '", options.device,
+           "': expected cpu or cuda");
+  // Note [GPU cases]
+  // --device cuda runs the suite's op cases on CUDA device 0: the seeded inputs are copied
+  // there, ka's CUDA SGEMM (its config from the GPU's tuned table, else its heuristic) and
+  // libtorch's at::addmm_out (cuBLAS) write into preallocated outputs on the legacy default
+  // stream, and each timed call is bracketed by two CUDA events on that stream, so the time
+  // is the device's (plus one launch latency when the GPU was idle). %peak is against the
+  // datasheet's fp32 peak (SMs x fp32 lanes x 2 x peak SM clock). Graph cases run on the CPU
+  // and are left out.
+  const bool gpu = options.device == "cuda";
+  std::optional<detail::GpuInfo> gpu_info;
+  std::size_t graphs_left_out = 0;
+  if (gpu) {
+    gpu_info = detail::cuda_bench_device();  // fails here, before anything runs, without one
+    const auto graph_end = std::remove_if(s.suite.cases.begin(), s.suite.cases.end(),
+                                          [](const SuiteCase& c) { return c.is_graph(); });
+    graphs_left_out = static_cast<std::size_t>(s.suite.cases.end() - graph_end);
+    s.suite.cases.erase(graph_end, s.suite.cases.end());
+    KA_CHECK(!s.suite.cases.empty(), "suite '", s.suite.name, "' has only graph cases, which "
+             "run on the CPU; --device cuda times op cases (e.g. --suite matmul)");
+  }
   const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   KA_CHECK(options.threads >= 0, "--threads must be >= 0 (0 means all ", hw, " cores)");
   KA_CHECK(options.repetitions >= 1, "--repetitions must be >= 1");
@@ -823,7 +866,8 @@ int run_suite(const BenchOptions& options) {
   s.options.threads = options.threads == 0 ? hw : options.threads;
   // Untuned configs are the ones ka's heuristics plan for this many threads.
   kernels::set_cpu_thread_limit(s.options.threads);
-  const std::string configs = detail::load_tuned_table(options.tuned_table);
+  const std::string configs = detail::load_tuned_table(
+      options.tuned_table, gpu ? DeviceType::kCUDA : DeviceType::kCPU);
   if (options.explain) {
     fmt::print("configs: {}\n", configs);
     return explain_suite(s.options, s.suite, path);
@@ -850,7 +894,8 @@ int run_suite(const BenchOptions& options) {
   // fails fast and a failure never costs a run's worth of measurements.
   if (options.write_db) s.store = std::make_unique<db::ResultsStore>(options.db_path);
 
-  const auto& descriptor = kernels::gemm_f32_cpu_descriptor();
+  const auto& descriptor =
+      gpu ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor();
   for (const SuiteCase& c : s.suite.cases) {
     CaseState cs;
     cs.c = c;
@@ -863,11 +908,18 @@ int run_suite(const BenchOptions& options) {
     s.cases.push_back(std::move(cs));
   }
 
-  const detail::BlasInfo blas = setup_libtorch(s.options.threads, s.context);
+  const detail::BlasInfo blas = setup_libtorch(s.options.threads, options.device, s.context);
 
-  const auto peak = profiler::measure_fma_peak(s.options.threads);
-  const auto peak1 = s.options.threads == 1 ? peak : profiler::measure_fma_peak(1);
-  s.peak_gflops = peak.gflops;
+  // The CPU's FMA peak is measured only for CPU runs (a GPU's is its datasheet's).
+  profiler::PeakMeasurement peak;
+  profiler::PeakMeasurement peak1;
+  if (gpu) {
+    s.peak_gflops = gpu_info->fp32_peak_gflops;
+  } else {
+    peak = profiler::measure_fma_peak(s.options.threads);
+    peak1 = s.options.threads == 1 ? peak : profiler::measure_fma_peak(1);
+    s.peak_gflops = peak.gflops;
+  }
   const bool any_graph_case = std::any_of(s.suite.cases.begin(), s.suite.cases.end(),
                                           [](const SuiteCase& c) { return c.is_graph(); });
   // Graph cases are quoted against the copy bandwidth at the threads ka's graph runs use: the
@@ -885,15 +937,33 @@ int run_suite(const BenchOptions& options) {
 
   fmt::print(out, "ka-bench {}: suite '{}' ({} cases) from {}\n", KA_VERSION, s.suite.name,
              s.suite.cases.size(), path);
-  fmt::print(out, "device: {} ({}, {} logical cores, L2 {} KiB/core); ka GEMM: {} v{}, {} micro-kernel\n",
-             fp.name, fp.isa, fp.cores, fp.l2_bytes / 1024, descriptor.name, descriptor.version,
-             kernels::gemm_cpu_isa());
-  fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch\n",
-             detail::libtorch_version(), s.context.libtorch_gemm_kernel,
-             blas.coretype_env.empty() ? "(unset)" : blas.coretype_env, s.options.threads);
-  fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
-                  "{:.1f} on 1; %peak uses the {}-thread figure\n",
-             peak.isa, peak.gflops, peak.threads, peak1.gflops, s.options.threads);
+  if (gpu) {
+    const DeviceFingerprint& g = gpu_info->fingerprint;
+    fmt::print(out, "device: CUDA 0, {} ({}, {} SMs, {} GiB, L2 {} MiB, SM clock {} MHz, memory "
+                    "clock {} MHz, driver {}, runtime {}); ka GEMM: {} v{}\n",
+               g.name, g.isa, g.cores, g.memory_bytes >> 30, g.l2_bytes >> 20, g.clock_mhz,
+               g.memory_clock_mhz, g.driver_version, g.runtime_version, descriptor.name,
+               descriptor.version);
+    fmt::print(out, "libtorch {} ({}) on the same stream\n", detail::libtorch_version(),
+               s.context.libtorch_gemm_kernel);
+    fmt::print(out, "fp32 peak (datasheet: {} SMs x {} fp32 lanes x 2 x {} MHz): {:.1f} "
+                    "GFLOP/s; %peak uses it\n",
+               g.cores, gpu_info->fp32_lanes_per_sm, g.clock_mhz, s.peak_gflops);
+    if (graphs_left_out > 0) {
+      fmt::print(out, "{} graph case(s) left out: graph cases run on the CPU\n", graphs_left_out);
+    }
+  } else {
+    fmt::print(out, "device: {} ({}, {} logical cores, L2 {} KiB/core); ka GEMM: {} v{}, {} "
+                    "micro-kernel\n",
+               fp.name, fp.isa, fp.cores, fp.l2_bytes / 1024, descriptor.name, descriptor.version,
+               kernels::gemm_cpu_isa());
+    fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch\n",
+               detail::libtorch_version(), s.context.libtorch_gemm_kernel,
+               blas.coretype_env.empty() ? "(unset)" : blas.coretype_env, s.options.threads);
+    fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
+                    "{:.1f} on 1; %peak uses the {}-thread figure\n",
+               peak.isa, peak.gflops, peak.threads, peak1.gflops, s.options.threads);
+  }
   if (any_graph_case) {
     fmt::print(out, "copy bandwidth (measured now, STREAM copy of 2 x {} MiB on {} thread(s), "
                     "bytes read + written): {:.1f} GB/s, the best of ordinary stores {:.1f}, "
@@ -904,8 +974,9 @@ int run_suite(const BenchOptions& options) {
                copy.streaming_gbps, copy.pooled_gbps);
   }
   fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
-                  "per-call time by steady_clock (Google Benchmark manual time); median reported\n",
-             options.repetitions, options.min_time_s);
+                  "per-call time by {} (Google Benchmark manual time); median reported\n",
+             options.repetitions, options.min_time_s,
+             gpu ? "two CUDA events around each call (device time)" : "steady_clock");
   fmt::print(out, "configs: {}\n", configs);
   print_correctness(s.suite, out);
   if (any_graph_case) {
@@ -920,11 +991,14 @@ int run_suite(const BenchOptions& options) {
   if (!allocator.empty()) fmt::print(out, "allocator: {}\n", allocator);
 
   if (s.store) {
-    db::RunInfo info = db::cpu_run_info("ka-bench", options.command_line);
+    db::RunInfo info = gpu ? db::run_info(gpu_info->fingerprint, "ka-bench", options.command_line)
+                           : db::cpu_run_info("ka-bench", options.command_line);
     info.suite = s.suite.name;
     info.threads = s.options.threads;
-    info.fma_peak_gflops = peak.gflops;
-    info.fma_peak_1t_gflops = peak1.gflops;
+    if (!gpu) {  // a GPU's peak is its datasheet's, not a measurement
+      info.fma_peak_gflops = peak.gflops;
+      info.fma_peak_1t_gflops = peak1.gflops;
+    }
     info.libtorch_version = detail::libtorch_version();
     info.openblas_coretype = blas.coretype_env;
     info.openblas_core = blas.core;

@@ -3,6 +3,8 @@
 // torch out of its includers.
 #pragma once
 
+#include <ka/core/device.hpp>
+#include <ka/core/fingerprint.hpp>
 #include <ka/core/status.hpp>
 #include <ka/harness/suite.hpp>
 
@@ -68,12 +70,26 @@ struct VariantInfo {
 struct CaseContext {
   int threads = 1;                   ///< For libtorch, and for ka's GEMM config.
   std::string libtorch_gemm_kernel;  ///< "at::addmm_out (OpenBLAS Haswell)".
+  /// Where op cases run: the CPU, or CUDA device 0 (ka's CUDA GEMM against libtorch's, i.e.
+  /// cuBLAS; timed by CUDA events).
+  DeviceType device = DeviceType::kCPU;
 };
 
+/// The GPU of a `--device cuda` run.
+struct GpuInfo {
+  DeviceFingerprint fingerprint;
+  int fp32_lanes_per_sm = 0;
+  double fp32_peak_gflops = 0.0;  ///< The datasheet's: SMs x lanes x 2 x peak SM clock.
+  std::string libtorch_gemm_kernel;  ///< "at::addmm_out (cuBLAS, TF32 off)".
+};
+/// CUDA device 0 as ka-bench --device cuda uses it. Throws ka::CudaError naming what is
+/// missing: a visible GPU, or CUDA in the libtorch ka is linked with.
+GpuInfo cuda_bench_device();
+
 /// Makes `path` (or, when empty, KA_TUNED_TABLE) the table ka's cases take their configs
-/// from, through ka's runtime; returns where configs come from, for the report header.
-/// Throws ka::DbError naming an unreadable table.
-std::string load_tuned_table(const std::string& path);
+/// from, through ka's runtime; returns where `device`'s kernels take their configs from, for
+/// the report header. Throws ka::DbError naming an unreadable table.
+std::string load_tuned_table(const std::string& path, DeviceType device);
 
 /// A case's tensors and implementations. Variants are indices into variants_of(case).
 class BenchCase {

@@ -2,6 +2,8 @@
 
 #include <ka/core/error.hpp>
 
+#include <ka/executor/cuda_executor.hpp>
+#include <ka/kernels/cuda_limits.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/extractor/extractor.hpp>
 #include <ka/dispatch/dispatcher.hpp>
@@ -36,6 +38,7 @@ double Tolerance::atol(std::int64_t k) const {
 struct GemmCase::Impl {
   SuiteCase c;
   CaseContext context;
+  bool cuda = false;
   LaunchConfig config;
   std::string provenance;
   Tolerance tolerance;
@@ -52,13 +55,15 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& co
   Impl& s = *impl_;
   s.c = c;
   s.context = context;
+  s.cuda = context.device == DeviceType::kCUDA;
   // The configuration ka's pipeline would use for this shape: a tuned table's (KA_TUNED_TABLE
   // or --tuned-table) or the kernel's heuristic; threads capped at the run's --threads.
   const auto choice = extractor::Extractor::global().choose_config(
-      kernels::gemm_f32_cpu_descriptor(), c.op, shape_key(c));
+      s.cuda ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor(), c.op,
+      shape_key(c));
   s.config = choice.config;
   s.provenance = choice.provenance;
-  if (s.config.get_or("threads", 1) > context.threads) {
+  if (!s.cuda && s.config.get_or("threads", 1) > context.threads) {
     s.config.set("threads", context.threads);
     s.provenance += " (threads capped at " + std::to_string(context.threads) + ")";
   }
@@ -67,8 +72,15 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& co
   s.mat1 = at::empty({c.m, c.k}, opts).uniform_(-1.0, 1.0, gen);
   s.mat2 = at::empty({c.k, c.n}, opts).uniform_(-1.0, 1.0, gen);
   if (c.op == "aten::addmm") s.bias = at::empty({c.n}, opts).uniform_(-1.0, 1.0, gen);
-  s.out_ka = at::empty({c.m, c.n}, opts);
-  s.out_ref = at::empty({c.m, c.n}, opts);
+  // On a GPU the same seeded inputs are copied over, so both devices see one case.
+  const at::Device where = s.cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (s.cuda) {
+    s.mat1 = s.mat1.to(where);
+    s.mat2 = s.mat2.to(where);
+    if (s.bias.defined()) s.bias = s.bias.to(where);
+  }
+  s.out_ka = at::empty({c.m, c.n}, opts.device(where));
+  s.out_ref = at::empty({c.m, c.n}, opts.device(where));
   s.args.out = extractor::to_view(s.out_ka);
   s.args.mat1 = extractor::to_view(s.mat1);
   s.args.mat2 = extractor::to_view(s.mat2);
@@ -79,7 +91,10 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& co
 
 GemmCase::~GemmCase() = default;
 
-Status GemmCase::run_ka() { return kernels::gemm_f32_cpu(impl_->args, impl_->config); }
+Status GemmCase::run_ka() {
+  if (impl_->cuda) return kernels::gemm_f32_cuda(impl_->args, impl_->config, nullptr);
+  return kernels::gemm_f32_cpu(impl_->args, impl_->config);
+}
 
 void GemmCase::run_libtorch() {
   Impl& s = *impl_;
@@ -102,8 +117,9 @@ VariantInfo GemmCase::info(std::size_t v) const {
   info.op = s.c.op;
   info.shape_key = shape_key(s.c).str();
   if (v == 0) {
-    const auto& d = kernels::gemm_f32_cpu_descriptor();
-    info.kernel = d.name + "[" + kernels::gemm_cpu_isa() + "]";
+    const auto& d =
+        s.cuda ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor();
+    info.kernel = s.cuda ? d.name : d.name + "[" + kernels::gemm_cpu_isa() + "]";
     info.kernel_version = d.version;
     info.config = s.config.str();
     info.provenance = s.provenance;
@@ -166,17 +182,38 @@ void GemmCase::run_pipeline() {
   }
 }
 
-std::string load_tuned_table(const std::string& path) {
+GpuInfo cuda_bench_device() {
+  std::string why;
+  KA_CHECK_TYPE(CudaError, executor::cuda_device_available(&why),
+                "--device cuda: no CUDA device to run on (", why, ")");
+  KA_CHECK_TYPE(CudaError, at::hasCUDA(),
+                "--device cuda: the libtorch ka is linked with (", libtorch_version(),
+                ") has no CUDA, so neither the cases' tensors nor the cuBLAS reference can be "
+                "placed on the GPU; build ka against a CUDA libtorch (scripts/device-check.sh "
+                "shows how)");
+  const auto limits = kernels::current_cuda_limits();
+  const auto fp = kernels::current_cuda_fingerprint();
+  KA_CHECK_TYPE(CudaError, limits && fp, "--device cuda: the GPU's properties could not be read");
+  GpuInfo g;
+  g.fingerprint = *fp;
+  g.fp32_lanes_per_sm = kernels::fp32_lanes_per_sm(limits->cc_major, limits->cc_minor);
+  g.fp32_peak_gflops = kernels::cuda_fp32_peak_gflops(*limits);
+  g.libtorch_gemm_kernel = std::string("at::addmm_out (cuBLAS, TF32 ") +
+                           (at::globalContext().allowTF32CuBLAS() ? "on" : "off") + ")";
+  return g;
+}
+
+std::string load_tuned_table(const std::string& path, DeviceType device) {
   const runtime::Runtime rt;  // registers ka's ops; reads KA_TUNED_TABLE once per process
   if (!path.empty()) rt.load_table(path);
-  const auto table = rt.extractor().table();
+  const auto table = rt.extractor().table(device);
   if (table->size() == 0) {
     return "the kernels' default heuristics (no tuned table; see ka-tune and --tuned-table)";
   }
   const char* env = std::getenv("KA_TUNED_TABLE");
   return "tuned table " + (path.empty() ? std::string(env ? env : "?") : path) + " (" +
          std::to_string(table->size()) +
-         " rows for this device; other shapes: nearest tuned shape, else heuristic; "
+         " rows for this " + (device == DeviceType::kCUDA ? "GPU" : "CPU") + "; other shapes: nearest tuned shape, else heuristic; "
          "--explain shows each case's provenance)";
 }
 

@@ -21,8 +21,11 @@ struct Tolerance {
   [[nodiscard]] double atol(std::int64_t k) const;
 };
 
-/// An aten::mm / aten::addmm case. Variants: 0 = ka's CPU GEMM at its default configuration
-/// for the shape (threads capped at the run's), 1 = libtorch (at::addmm_out / at::mm_out).
+/// An aten::mm / aten::addmm case. Variants: 0 = ka's GEMM at the configuration the pipeline
+/// would choose for the shape (CPU: threads capped at the run's), 1 = libtorch
+/// (at::addmm_out / at::mm_out: OpenBLAS on the CPU, cuBLAS on a GPU). With
+/// context.device == CUDA the tensors live on CUDA device 0 and ka's CUDA SGEMM runs on the
+/// legacy default stream, libtorch's current stream, without waiting.
 class GemmCase final : public BenchCase {
  public:
   /// Allocates and fills the inputs (seeded), the bias for addmm, and both outputs.
@@ -37,7 +40,7 @@ class GemmCase final : public BenchCase {
   [[nodiscard]] VariantInfo info(std::size_t v) const override;
   void run_pipeline() override;
 
-  /// One call of ka's CPU GEMM into the ka output.
+  /// One call of ka's GEMM (CPU, or enqueued on the GPU) into the ka output.
   Status run_ka();
   /// One call of libtorch: at::addmm_out / at::mm_out into a preallocated output.
   void run_libtorch();

@@ -217,6 +217,26 @@ case "$case_name" in
     done
     grep -qE "^trace: [0-9]+ spans written to $tmp/trace.json" "$tmp/err" || fail "no trace line"
     ;;
+  device_cuda)
+    # With a GPU and a CUDA libtorch: the smoke suite's op cases on CUDA device 0, timed by
+    # events, against cuBLAS. Without: exit 1 and the reason, before anything runs or is stored.
+    "$ka_bench" --suite smoke --device cuda --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+      grep -q "two CUDA events around each call" "$tmp/out" || fail "method line does not say CUDA events"
+      grep -qE "^primes +37 +53 +71 " "$tmp/out" || fail "no row for case 'primes'"
+      grep -q "cuBLAS" "$tmp/out" || fail "reference not named"
+      fp=$("$sqlite3" "$tmp/ka.db" "SELECT fingerprint FROM runs")
+      [[ "$fp" == cuda\|* ]] || fail "run not under a CUDA fingerprint: '$fp'"
+    else
+      [ $rc -eq 1 ] || fail "no GPU: expected exit 1, got $rc"
+      grep -qE "error: --device cuda: (no CUDA device to run on|the libtorch ka is linked with)" "$tmp/err" || fail "no reason given: $(cat "$tmp/err")"
+      [ ! -f "$tmp/ka.db" ] || fail "a database was written without a GPU"
+      grep -q "summary" "$tmp/out" && fail "benchmarks ran without a GPU"
+    fi
+    "$ka_bench" --suite smoke --device tpu >"$tmp/out" 2>"$tmp/err"
+    [ $? -eq 2 ] || fail "--device tpu: expected exit 2"
+    ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;
 esac

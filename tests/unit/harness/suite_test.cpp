@@ -127,7 +127,7 @@ TEST(Suite, ShippedMatmulSuiteCoversTheRealModelShapes) {
 
 TEST(Suite, EveryShippedSuiteLoads) {
   const auto names = list_suites(KA_TEST_SUITES_DIR);
-  for (const char* want : {"matmul", "fused", "memory", "smoke"}) {
+  for (const char* want : {"matmul", "fused", "memory", "smoke", "gemm_gpu"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
   for (const auto& name : names) {

@@ -16,6 +16,9 @@ struct BenchOptions {
   std::string tuned_table;
   bool write_db = true;
   int threads = 0;           ///< libtorch's and ka GEMM cases' threads; 0 = all logical cores.
+  /// "cpu", or "cuda": op cases on CUDA device 0, ka's CUDA GEMM against libtorch's (cuBLAS),
+  /// timed by CUDA events; graph cases are left out (they run on the CPU).
+  std::string device = "cpu";
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
   double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
   bool explain = false;
