@@ -4,7 +4,9 @@
 # for sm_90 against the libtorch there (python3's torch, 2.x with CUDA) and the Debian packages
 # carried in .device/deps (scripts/device-deps.sh fetches them here); built; `ctest -L gpu`;
 # then ka_gpu_bench (bench/gpu_bench.cpp): copy bandwidth, ka's element-wise kernel as % of it,
-# ka's SGEMM swept over its whole space against cuBLAS, CUPTI against CUDA events.
+# ka's SGEMM swept over its whole space against cuBLAS, CUPTI against CUDA events; then
+# ka-bench --device cuda (matmul and gemm_gpu suites against cuBLAS), a short ka-tune of the
+# 4096^3 SGEMM on the GPU and ka-bench with that table.
 # Logs go to $OUT (the device tool's output folder) or ./device-check-out. Each stage says
 # how long it took; a failed stage stops the script with its log's tail.
 #
@@ -54,5 +56,22 @@ grep -E "tests passed|tests failed|Skipped|\*\*\*Failed" "$out/ctest-gpu.log" | 
 
 stage "ka_gpu_bench: copy bandwidth, element-wise, SGEMM over its space vs cuBLAS, CUPTI vs events"
 build/device/bin/ka_gpu_bench 2>&1 | tee "$out/gpu-bench.txt"
+
+# The user-facing tools on the GPU: ka-bench against cuBLAS through libtorch (untuned, the
+# heuristics' configs), a short ka-tune of the 4096^3 SGEMM stored under the GPU's
+# fingerprint, then ka-bench again with that table (the tuned row says 'exact').
+stage "ka-bench --suite matmul --device cuda (untuned, vs cuBLAS)"
+timeout 150 build/device/bin/ka-bench --suite matmul --device cuda --db "$out/bench.db" \
+  --repetitions 3 --min-time 0.05 2>&1 | grep -vE '^(matmul|gemm_gpu)/' | tee "$out/bench-matmul.txt"
+stage "ka-bench --suite gemm_gpu --device cuda (untuned)"
+timeout 120 build/device/bin/ka-bench --suite gemm_gpu --device cuda --db "$out/bench.db" \
+  --repetitions 3 --min-time 0.1 2>&1 | grep -vE '^gemm_gpu/' | tee "$out/bench-gemm-gpu.txt"
+stage "ka-tune --device cuda --op aten::mm --shapes 4096x4096x4096 (model strategy, 10 configs)"
+timeout 120 build/device/bin/ka-tune --device cuda --op aten::mm --shapes 4096x4096x4096 \
+  --strategy model --budget 10 --config-budget 0.3 --db "$out/tuned.db" -q 2>&1 | tee "$out/tune.txt"
+stage "ka-bench --suite gemm_gpu --device cuda --tuned-table (4096^3 tuned)"
+timeout 120 build/device/bin/ka-bench --suite gemm_gpu --device cuda --no-db \
+  --tuned-table "$out/tuned.db" --repetitions 3 --min-time 0.1 --benchmark_filter=square_4096 2>&1 |
+  grep -vE '^gemm_gpu/' | tee "$out/bench-tuned.txt"
 
 stage "done"
