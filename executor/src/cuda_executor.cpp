@@ -6,18 +6,9 @@
 #include <vector>
 
 #if defined(KA_HAVE_CUDA)
-#include <cuda_runtime_api.h>
+#include <ka/core/cuda_check.hpp>
 
-// Wraps a CUDA runtime call once (STYLE.md): "<file>:<line>: <API> call failed: <name>: <text>".
-#define KA_EXECUTOR_CUDA_CHECK(expr, what)                                                   \
-  do {                                                                                      \
-    const cudaError_t ka_err_ = (expr);                                                     \
-    if (ka_err_ != cudaSuccess) {                                                           \
-      KA_THROW(::ka::CudaError, __FILE__, ":", __LINE__, ": CUDA call failed: ",            \
-               cudaGetErrorName(ka_err_), ": ", cudaGetErrorString(ka_err_), " / call: '", \
-               #expr, "' (", what, ")");                                                    \
-    }                                                                                       \
-  } while (false)
+#include <cuda_runtime_api.h>
 #endif
 
 namespace ka::executor {
@@ -39,7 +30,7 @@ bool cuda_device_available(std::string* why) {
 }
 
 void cuda_stream_synchronize(void* stream, const std::string& what) {
-  KA_EXECUTOR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), what);
+  KA_CUDA_CHECK_FOR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), what);
 }
 
 struct CudaExecutor::Impl {
@@ -72,10 +63,10 @@ CudaExecutor::CudaExecutor(Device device, int streams) : impl_(std::make_unique<
            " is not a CUDA device");
   KA_CHECK(streams >= 1, "CudaExecutor: streams must be >= 1, got ", streams);
   impl_->device = device;
-  KA_EXECUTOR_CUDA_CHECK(cudaSetDevice(device.index), device.str());
+  KA_CUDA_CHECK_FOR(cudaSetDevice(device.index), device.str());
   for (int i = 0; i < streams; ++i) {
     cudaStream_t s = nullptr;
-    KA_EXECUTOR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), device.str());
+    KA_CUDA_CHECK_FOR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), device.str());
     impl_->streams.push_back(s);
   }
 }
@@ -98,15 +89,15 @@ std::uint64_t CudaExecutor::submit(KernelTask task) {
   task.dependencies.clear();
   for (const auto& e : impl_->in_flight) {
     if (depends_on(task, e.task)) {
-      KA_EXECUTOR_CUDA_CHECK(cudaStreamWaitEvent(stream, e.done, 0), what);
+      KA_CUDA_CHECK_FOR(cudaStreamWaitEvent(stream, e.done, 0), what);
       task.dependencies.push_back(e.task.id);
     }
   }
   task.cuda_launch(stream);
-  KA_EXECUTOR_CUDA_CHECK(cudaGetLastError(), what);
+  KA_CUDA_CHECK_FOR(cudaGetLastError(), what);
   Impl::Entry entry;
-  KA_EXECUTOR_CUDA_CHECK(cudaEventCreateWithFlags(&entry.done, cudaEventDisableTiming), what);
-  KA_EXECUTOR_CUDA_CHECK(cudaEventRecord(entry.done, stream), what);
+  KA_CUDA_CHECK_FOR(cudaEventCreateWithFlags(&entry.done, cudaEventDisableTiming), what);
+  KA_CUDA_CHECK_FOR(cudaEventRecord(entry.done, stream), what);
   const std::uint64_t id = task.id;
   impl_->history.emplace_back(id, task.dependencies);
   entry.task = std::move(task);
@@ -116,7 +107,7 @@ std::uint64_t CudaExecutor::submit(KernelTask task) {
 
 void CudaExecutor::synchronize() {
   for (cudaStream_t s : impl_->streams) {
-    KA_EXECUTOR_CUDA_CHECK(cudaStreamSynchronize(s), impl_->device.str());
+    KA_CUDA_CHECK_FOR(cudaStreamSynchronize(s), impl_->device.str());
   }
   impl_->release_finished();
 }

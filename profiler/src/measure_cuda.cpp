@@ -7,18 +7,9 @@
 #include <string>
 
 #if defined(KA_HAVE_CUDA)
-#include <cuda_runtime_api.h>
+#include <ka/core/cuda_check.hpp>
 
-// "<file>:<line>: CUDA call failed: <name>: <text> / call: '<expr>' (<what>)" (STYLE.md).
-#define KA_PROFILER_CUDA_CHECK(expr, what)                                                 \
-  do {                                                                                    \
-    const cudaError_t ka_err_ = (expr);                                                   \
-    if (ka_err_ != cudaSuccess) {                                                         \
-      KA_THROW(::ka::CudaError, __FILE__, ":", __LINE__, ": CUDA call failed: ",          \
-               cudaGetErrorName(ka_err_), ": ", cudaGetErrorString(ka_err_), " / call: '", \
-               #expr, "' (", what, ")");                                                  \
-    }                                                                                     \
-  } while (false)
+#include <cuda_runtime_api.h>
 #endif
 
 namespace ka::profiler {
@@ -33,10 +24,10 @@ struct CudaEventTimer::Impl {
 
 CudaEventTimer::CudaEventTimer(void* stream) : impl_(std::make_unique<Impl>()) {
   impl_->stream = static_cast<cudaStream_t>(stream);
-  KA_PROFILER_CUDA_CHECK(cudaEventCreate(&impl_->start), "CudaEventTimer");
+  KA_CUDA_CHECK_FOR(cudaEventCreate(&impl_->start), "CudaEventTimer");
   const cudaError_t err = cudaEventCreate(&impl_->stop);
   if (err != cudaSuccess) cudaEventDestroy(impl_->start);
-  KA_PROFILER_CUDA_CHECK(err, "CudaEventTimer");
+  KA_CUDA_CHECK_FOR(err, "CudaEventTimer");
 }
 
 CudaEventTimer::~CudaEventTimer() {
@@ -45,15 +36,15 @@ CudaEventTimer::~CudaEventTimer() {
 }
 
 void CudaEventTimer::start() {
-  KA_PROFILER_CUDA_CHECK(cudaEventRecord(impl_->start, impl_->stream), "CudaEventTimer::start");
+  KA_CUDA_CHECK_FOR(cudaEventRecord(impl_->start, impl_->stream), "CudaEventTimer::start");
 }
 
 double CudaEventTimer::stop_ns() {
-  KA_PROFILER_CUDA_CHECK(cudaEventRecord(impl_->stop, impl_->stream), "CudaEventTimer::stop_ns");
-  KA_PROFILER_CUDA_CHECK(cudaEventSynchronize(impl_->stop),
+  KA_CUDA_CHECK_FOR(cudaEventRecord(impl_->stop, impl_->stream), "CudaEventTimer::stop_ns");
+  KA_CUDA_CHECK_FOR(cudaEventSynchronize(impl_->stop),
                          "CudaEventTimer::stop_ns: the timed work failed");
   float ms = 0.0F;
-  KA_PROFILER_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->start, impl_->stop),
+  KA_CUDA_CHECK_FOR(cudaEventElapsedTime(&ms, impl_->start, impl_->stop),
                          "CudaEventTimer::stop_ns");
   return static_cast<double>(ms) * 1e6;
 }
@@ -67,13 +58,13 @@ class DeviceFlush {
     if (bytes <= 0) {
       int device = 0;
       int l2 = 0;
-      KA_PROFILER_CUDA_CHECK(cudaGetDevice(&device), "measure_cuda: cold flush");
-      KA_PROFILER_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device),
+      KA_CUDA_CHECK_FOR(cudaGetDevice(&device), "measure_cuda: cold flush");
+      KA_CUDA_CHECK_FOR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device),
                              "measure_cuda: cold flush");
       bytes = l2 > 0 ? 2 * static_cast<std::int64_t>(l2) : std::int64_t{128} << 20;
     }
     bytes_ = bytes;
-    KA_PROFILER_CUDA_CHECK(cudaMalloc(&data_, static_cast<std::size_t>(bytes_)),
+    KA_CUDA_CHECK_FOR(cudaMalloc(&data_, static_cast<std::size_t>(bytes_)),
                            "measure_cuda: cold flush buffer");
   }
   ~DeviceFlush() { cudaFree(data_); }
@@ -81,7 +72,7 @@ class DeviceFlush {
   DeviceFlush& operator=(const DeviceFlush&) = delete;
 
   void operator()() {
-    KA_PROFILER_CUDA_CHECK(
+    KA_CUDA_CHECK_FOR(
         cudaMemsetAsync(data_, ++pass_, static_cast<std::size_t>(bytes_), stream_),
         "measure_cuda: cold flush");
   }

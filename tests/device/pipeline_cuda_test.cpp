@@ -9,18 +9,13 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
+#include "require_cuda.hpp"
+
 #include <string>
 #include <vector>
 
 namespace ka::runtime {
 namespace {
-
-#define KA_REQUIRE_CUDA_TENSORS()                                                        \
-  do {                                                                                   \
-    std::string why;                                                                     \
-    if (!executor::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-    if (!at::hasCUDA()) GTEST_SKIP() << "this libtorch has no CUDA: no device tensors";   \
-  } while (false)
 
 TEST(PipelineCuda, EagerOpsRunOnTheInputsDevice) {
   KA_REQUIRE_CUDA_TENSORS();

@@ -13,6 +13,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
+
+#include "require_cuda.hpp"
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -21,13 +23,6 @@
 
 namespace ka::tuner {
 namespace {
-
-#define KA_REQUIRE_CUDA_TENSORS()                                                        \
-  do {                                                                                   \
-    std::string why;                                                                     \
-    if (!executor::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-    if (!at::hasCUDA()) GTEST_SKIP() << "this libtorch has no CUDA: no device tensors";   \
-  } while (false)
 
 TEST(TunerCuda, TunedTableRoundTripOnTheGpu) {
   KA_REQUIRE_CUDA_TENSORS();
