@@ -29,9 +29,11 @@ namespace ka::kernels {
 // in slivers of kMicroRows rows and runs the micro-kernel over every (B sliver, A sliver)
 // pair, B sliver outer so it stays in L1 while the A block streams from L2. So A is packed
 // once per task column and B once per task row: a task as wide as N packs A once in all
-// (packing A per 256 columns cost 6% at 1024^3, packing B per 384 rows 8%). Slivers are
-// zero-padded at the edges, so the micro-kernel always sees full slivers and any input strides
-// (transposed views) cost nothing extra; edge micro-tiles go through a small local buffer.
+// (packing A per 256 columns cost 6% at 1024^3, packing B per 384 rows 8%). B's slivers
+// are zero-padded at the edges and A's repeat its last row, so the micro-kernel always sees
+// full slivers and any input strides (transposed views) cost nothing extra; edge micro-tiles go
+// through a small local buffer whose extra rows and columns are dropped. Packing is the
+// micro-kernel's ISA's (MicroKernelInfo::pack_a / pack_b; Note [Packing A by transposes]).
 // The output is first set to beta * bias (or 0), then every K block adds alpha * A_block *
 // B_block; the micro-kernels prefetch their C tile when they start, as its rows are far
 // apart and were last touched a whole K block ago (+10% at 1024^3).
@@ -148,47 +150,6 @@ void apply_epilogue(Epilogue e, float* out, std::int64_t ldc, std::int64_t i0, s
   for (std::int64_t i = i0; i < i1; ++i) detail::apply_epilogue(e, out + i * ldc + j0, j1 - j0);
 }
 
-void pack_a(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
-            std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst) {
-  constexpr std::int64_t mr = detail::kMicroRows;
-  for (std::int64_t s = 0; s < ceil_div(rows, mr); ++s) {
-    float* out = dst + s * mr * kb;
-    const std::int64_t live = std::min(mr, rows - s * mr);
-    const float* in[mr];
-    for (std::int64_t r = 0; r < mr; ++r) {
-      in[r] = src + (row0 + s * mr + std::min(r, live - 1)) * s0 + k0 * s1;
-    }
-    // k outer, rows inner: the stores are contiguous (the micro-kernel's order) and the six
-    // row streams are read sequentially. Rows past the edge read a valid row, then are zeroed.
-    for (std::int64_t k = 0; k < kb; ++k) {
-      for (std::int64_t r = 0; r < mr; ++r) out[k * mr + r] = in[r][k * s1];
-    }
-    if (live < mr) {
-      for (std::int64_t k = 0; k < kb; ++k) {
-        for (std::int64_t r = live; r < mr; ++r) out[k * mr + r] = 0.0F;
-      }
-    }
-  }
-}
-
-void pack_b(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
-            std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr, float* dst) {
-  for (std::int64_t s = 0; s < ceil_div(cols, nr); ++s) {
-    float* out = dst + s * nr * kb;
-    const std::int64_t width = std::min(nr, cols - s * nr);
-    for (std::int64_t k = 0; k < kb; ++k) {
-      const float* in = src + (k0 + k) * s0 + (col0 + s * nr) * s1;
-      float* o = out + k * nr;
-      if (s1 == 1) {
-        std::copy(in, in + width, o);
-      } else {
-        for (std::int64_t j = 0; j < width; ++j) o[j] = in[j * s1];
-      }
-      std::fill(o + width, o + nr, 0.0F);
-    }
-  }
-}
-
 // Rows of A packed per L2 block for K blocks of `kb`: a multiple of kMicroRows whose packed
 // block fills at most half the L2 (the other half holds B slivers and C lines in transit).
 std::int64_t a_block_rows(std::int64_t kb, std::int64_t tile_m) {
@@ -255,7 +216,7 @@ void run_tile(const TileJob& job, std::int64_t block) {
   const std::int64_t nr = job.micro.cols;
   const std::int64_t mc = a_block_rows(job.tile_k, mb);
   PackBuffers& buf = pack_buffers();
-  const auto a_need = static_cast<std::size_t>(mc * job.tile_k);
+  const auto a_need = static_cast<std::size_t>(mc * job.tile_k + detail::kPackSlack);
   const auto b_need = static_cast<std::size_t>(ceil_div(nb, nr) * nr * job.tile_k);
   if (buf.a.size() < a_need) buf.a.resize(a_need);
   if (buf.b.size() < b_need) buf.b.resize(b_need);
@@ -263,10 +224,10 @@ void run_tile(const TileJob& job, std::int64_t block) {
   for (std::int64_t k0 = 0; k0 < job.shape.k; k0 += job.tile_k) {
     const std::int64_t kb = std::min(job.tile_k, job.shape.k - k0);
     const bool last_k = k0 + job.tile_k >= job.shape.k;
-    pack_b(b, job.b_rs, job.b_cs, k0, kb, j0, nb, nr, buf.b.data());
+    job.micro.pack_b(b, job.b_rs, job.b_cs, k0, kb, j0, nb, nr, buf.b.data());
     for (std::int64_t ib = 0; ib < mb; ib += mc) {
       const std::int64_t rows = std::min(mc, mb - ib);
-      pack_a(a, job.a_rs, job.a_cs, i0 + ib, rows, k0, kb, buf.a.data());
+      job.micro.pack_a(a, job.a_rs, job.a_cs, i0 + ib, rows, k0, kb, buf.a.data());
       multiply_block(job, buf.a.data(), buf.b.data(), kb, out, i0 + ib, rows, j0, nb, last_k);
     }
   }

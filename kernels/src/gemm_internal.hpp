@@ -18,15 +18,46 @@ constexpr int kMaxMicroCols = 32;
 using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, float* c,
                              std::int64_t ldc, float alpha);
 
+/// Packs rows [row0, row0 + rows) x columns [k0, k0 + kb) of A (element (i, k) at
+/// src[i * s0 + k * s1]) into slivers of kMicroRows rows, kMicroRows values per k (the
+/// micro-kernel's order). Rows past the edge repeat the last row: the micro-tiles they fall
+/// in go through the edge buffer, whose extra rows are dropped. May write up to kPackSlack
+/// floats past the last sliver (vector stores that overlap the next k's values).
+using PackA = void (*)(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
+                       std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst);
+/// Packs rows [k0, k0 + kb) x columns [col0, col0 + cols) of B (element (k, j) at
+/// src[k * s0 + j * s1]) into slivers of nr columns, nr values per k; columns past the edge
+/// are zeros.
+using PackB = void (*)(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
+                       std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
+                       float* dst);
+/// Floats a PackA may write past the packed block (buffers are that much longer).
+constexpr std::int64_t kPackSlack = 8;
+
+/// A micro-kernel and the packing routines of its ISA.
 struct MicroKernelInfo {
   const char* isa;
   int cols;  ///< nr
   MicroKernel fn;
+  PackA pack_a;
+  PackB pack_b;
 };
 
 MicroKernelInfo micro_kernel_avx512();
 MicroKernelInfo micro_kernel_avx2();
 MicroKernelInfo micro_kernel_generic();
+
+/// The portable packing routines (any strides); the ISA ones fall back to them where their
+/// fast path does not apply.
+void pack_a_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
+                    std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst);
+void pack_b_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
+                    std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
+                    float* dst);
+/// AVX2 packing of A (8 x 8 transposes of unit-stride rows; compiled with -mavx2), also used
+/// by the AVX-512 kernel.
+void pack_a_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
+                 std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst);
 
 /// The operands of the skinny-M path: B row-major (unit column stride), any A strides.
 struct SkinnyArgs {

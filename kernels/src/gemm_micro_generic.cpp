@@ -2,6 +2,8 @@
 // ISA allows). The fallback on CPUs without AVX2.
 #include "gemm_internal.hpp"
 
+#include <algorithm>
+
 namespace ka::kernels::detail {
 namespace {
 
@@ -27,8 +29,49 @@ void micro_6x16_portable(std::int64_t kc, const float* a, const float* b, float*
   }
 }
 
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 }  // namespace
 
-MicroKernelInfo micro_kernel_generic() { return {"generic", kCols, &micro_6x16_portable}; }
+void pack_a_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
+                    std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst) {
+  constexpr std::int64_t mr = kMicroRows;
+  for (std::int64_t s = 0; s < ceil_div(rows, mr); ++s) {
+    float* out = dst + s * mr * kb;
+    const std::int64_t live = std::min(mr, rows - s * mr);
+    const float* in[mr];
+    for (std::int64_t r = 0; r < mr; ++r) {
+      in[r] = src + (row0 + s * mr + std::min(r, live - 1)) * s0 + k0 * s1;
+    }
+    // k outer, rows inner: the stores are contiguous (the micro-kernel's order) and the six
+    // row streams are read sequentially. Rows past the edge repeat the last row.
+    for (std::int64_t k = 0; k < kb; ++k) {
+      for (std::int64_t r = 0; r < mr; ++r) out[k * mr + r] = in[r][k * s1];
+    }
+  }
+}
+
+void pack_b_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
+                    std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
+                    float* dst) {
+  for (std::int64_t s = 0; s < ceil_div(cols, nr); ++s) {
+    float* out = dst + s * nr * kb;
+    const std::int64_t width = std::min(nr, cols - s * nr);
+    for (std::int64_t k = 0; k < kb; ++k) {
+      const float* in = src + (k0 + k) * s0 + (col0 + s * nr) * s1;
+      float* o = out + k * nr;
+      if (s1 == 1) {
+        std::copy(in, in + width, o);
+      } else {
+        for (std::int64_t j = 0; j < width; ++j) o[j] = in[j * s1];
+      }
+      std::fill(o + width, o + nr, 0.0F);
+    }
+  }
+}
+
+MicroKernelInfo micro_kernel_generic() {
+  return {"generic", kCols, &micro_6x16_portable, &pack_a_generic, &pack_b_generic};
+}
 
 }  // namespace ka::kernels::detail
