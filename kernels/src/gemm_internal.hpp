@@ -72,8 +72,12 @@ struct SkinnyArgs {
   float alpha;
 };
 
-/// C[:, col_begin:col_end] += alpha * A @ B[:, col_begin:col_end], streaming B unpacked in
-/// strips of 64 columns x tile_k rows (AVX-512 only).
+/// The most rows of A the skinny path takes (its strips keep every row's accumulators in
+/// registers).
+constexpr int kSkinnyMaxRows = 16;
+
+/// C[:, 0:col_end-col_begin] += alpha * A @ B[:, col_begin:col_end] for M <= kSkinnyMaxRows
+/// (s.c points at the output of column col_begin), streaming B unpacked (AVX-512 only).
 void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
 
 /// Where the bias comes from once broadcast to [M, N]: element (i, j) is at

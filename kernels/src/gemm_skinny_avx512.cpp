@@ -1,75 +1,131 @@
-// Skinny-M GEMM path (decode shapes, M <= ~16), AVX-512: B is streamed straight from memory,
-// never packed, in strips of 64 columns x tile_k rows that stay in L2 while each group of up
-// to 6 rows of A runs over them. Compiled with -mavx512f -mfma; called only on AVX-512 CPUs.
+// Skinny-M GEMM path (decode shapes, M <= kSkinnyMaxRows), AVX-512: B is streamed straight
+// from memory, never packed, each element read once with every row of A applied to it (Note
+// [Skinny rows in one pass]). Compiled with -mavx512f -mfma; called only on AVX-512 CPUs.
 #include "gemm_internal.hpp"
 
 #include <immintrin.h>
 
+#include <ka/core/error.hpp>
+
 #include <algorithm>
+#include <array>
+#include <utility>
 
 namespace ka::kernels::detail {
 namespace {
 
-constexpr std::int64_t kStrip = 64;  // columns per strip: 4 zmm
+// Note [Skinny rows in one pass]
+// A decode GEMM's cost is reading B once. The first version ran each group of 6 rows of A over
+// a strip of B (64 columns x tile_k rows), sweeping the strip down K before the next strip:
+// every row of a strip was a new page (B's rows 16 KiB apart at N = 4096), so one Zen 5 core
+// read B at 12 GB/s where it streams 40, and the strip's rows all fell in 16 of the L2's sets,
+// so M = 16 read it three times (2.9 GB/s). Now B is read along its rows: kRowsPerPass rows
+// at a time, each as a contiguous stream across the task's columns, every row of A applied
+// to each vector of B as it arrives (R rows x V vectors of 16 columns in registers, R x V <=
+// 16: M <= 4 takes 64 columns per step, <= 8 takes 32, <= 16 takes 16); C (M x the task's
+// columns) stays in L1/L2 between passes.
+constexpr std::int64_t kRowsPerPass = 8;
+#ifndef KA_SKINNY_HINT
+#define KA_SKINNY_HINT _MM_HINT_T1
+#endif
 
-// C[r, j:j+w] += alpha * sum_k A[r, k] * B[k, j:j+w] for R rows and k in [k0, k0 + kb).
-template <int R>
-void rows_x_strip(const SkinnyArgs& s, std::int64_t row0, std::int64_t j, std::int64_t w,
-                  std::int64_t k0, std::int64_t kb) {
-  __m512 acc[R][4];
-  for (auto& row : acc) {
-    for (auto& v : row) v = _mm512_setzero_ps();
+// C[0:R, 0:16V] += alpha * A_block @ B[0:kb, 0:16V], columns past `w` masked; `ap` holds the
+// pass's A block k-major (ap[k * R + r] = A[r, k0 + k]), so the broadcasts share one pointer
+// (with R row pointers GCC ran out of general registers and spilled the accumulators).
+template <int R, int V, bool Full>
+void rows_x_strip_impl(const float* ap, const float* b, const float* next, std::int64_t ldb, float* c,
+                  std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
+  __mmask16 mask[V];
+  for (int q = 0; q < V; ++q) {
+    const std::int64_t live = std::clamp<std::int64_t>(w - 16 * q, 0, 16);
+    mask[q] = static_cast<__mmask16>((1U << live) - 1U);
   }
-  __mmask16 mask[4];
-  for (int v = 0; v < 4; ++v) {
-    const std::int64_t live = std::clamp<std::int64_t>(w - 16 * v, 0, 16);
-    mask[v] = static_cast<__mmask16>((1U << live) - 1U);
-  }
-  const float* a_rows[R];
-  for (int r = 0; r < R; ++r) a_rows[r] = s.a + (row0 + r) * s.a_row_stride + k0 * s.a_col_stride;
-  const float* b = s.b + k0 * s.ldb + j;
-  for (std::int64_t k = 0; k < kb; ++k) {
-    const float* bk = b + k * s.ldb;
-    __m512 bv[4];
-    for (int v = 0; v < 4; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], bk + 16 * v);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m512 ar = _mm512_set1_ps(a_rows[r][k * s.a_col_stride]);
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
-    }
-  }
-  const __m512 va = _mm512_set1_ps(s.alpha);
+  __m512 acc[R][V];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    float* c = s.c + (row0 + r) * s.ldc + j;
-    for (int v = 0; v < 4; ++v) {
-      const __m512 old = _mm512_maskz_loadu_ps(mask[v], c + 16 * v);
-      _mm512_mask_storeu_ps(c + 16 * v, mask[v], _mm512_fmadd_ps(va, acc[r][v], old));
+#pragma GCC unroll 4
+    for (int q = 0; q < V; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (std::int64_t k = 0; k < kb; ++k) {
+    if (next != nullptr) {
+      for (int q = 0; q < V; ++q) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + k * ldb + 16 * q), KA_SKINNY_HINT);
+      }
+    }
+    __m512 bv[V];
+    if (Full) {
+      for (int q = 0; q < V; ++q) bv[q] = _mm512_loadu_ps(b + k * ldb + 16 * q);
+    } else {
+      for (int q = 0; q < V; ++q) bv[q] = _mm512_maskz_loadu_ps(mask[q], b + k * ldb + 16 * q);
+    }
+    const float* ak = ap + k * R;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(ak[r]);
+#pragma GCC unroll 4
+      for (int q = 0; q < V; ++q) acc[r][q] = _mm512_fmadd_ps(ar, bv[q], acc[r][q]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  // Unrolled like the k loop: an acc indexed by a run-time r would live in memory, and GCC
+  // then stores every accumulator on every k.
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < V; ++q) {
+      float* cr = c + r * ldc + 16 * q;
+      const __m512 old = _mm512_maskz_loadu_ps(mask[q], cr);
+      _mm512_mask_storeu_ps(cr, mask[q], _mm512_fmadd_ps(va, acc[r][q], old));
     }
   }
 }
 
-void rows_x_strip_any(const SkinnyArgs& s, std::int64_t row0, std::int64_t rows, std::int64_t j,
-                      std::int64_t w, std::int64_t k0, std::int64_t kb) {
-  switch (rows) {
-    case 1: return rows_x_strip<1>(s, row0, j, w, k0, kb);
-    case 2: return rows_x_strip<2>(s, row0, j, w, k0, kb);
-    case 3: return rows_x_strip<3>(s, row0, j, w, k0, kb);
-    case 4: return rows_x_strip<4>(s, row0, j, w, k0, kb);
-    case 5: return rows_x_strip<5>(s, row0, j, w, k0, kb);
-    default: return rows_x_strip<6>(s, row0, j, w, k0, kb);
+template <int R, int V>
+void rows_x_strip(const float* ap, const float* b, const float* next, std::int64_t ldb, float* c,
+                  std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
+  if (w == 16 * V) {
+    rows_x_strip_impl<R, V, true>(ap, b, next, ldb, c, ldc, w, kb, alpha);
+  } else {
+    rows_x_strip_impl<R, V, false>(ap, b, next, ldb, c, ldc, w, kb, alpha);
   }
 }
+
+using StripFn = void (*)(const float*, const float*, const float*, std::int64_t, float*,
+                         std::int64_t, std::int64_t, std::int64_t, float);
+
+// The strip kernel for M rows (1..kSkinnyMaxRows) and its width in columns.
+template <int R>
+constexpr StripFn strip_for() {
+  return R <= 4 ? &rows_x_strip<R, 4> : R <= 8 ? &rows_x_strip<R, 2> : &rows_x_strip<R, 1>;
+}
+constexpr std::int64_t strip_width(std::int64_t m) { return m <= 4 ? 64 : m <= 8 ? 32 : 16; }
+
+template <int... R>
+constexpr std::array<StripFn, sizeof...(R)> strip_table(std::integer_sequence<int, R...>) {
+  return {strip_for<R + 1>()...};
+}
+constexpr auto kStrips = strip_table(std::make_integer_sequence<int, kSkinnyMaxRows>());
 
 }  // namespace
 
 void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
-  for (std::int64_t j = col_begin; j < col_end; j += kStrip) {
-    const std::int64_t w = std::min(kStrip, col_end - j);
-    for (std::int64_t k0 = 0; k0 < s.k; k0 += s.tile_k) {
-      const std::int64_t kb = std::min(s.tile_k, s.k - k0);
-      for (std::int64_t row0 = 0; row0 < s.m; row0 += kMicroRows) {
-        rows_x_strip_any(s, row0, std::min<std::int64_t>(kMicroRows, s.m - row0), j, w, k0, kb);
+  KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
+  const StripFn strip = kStrips[static_cast<std::size_t>(s.m - 1)];
+  const std::int64_t width = strip_width(s.m);
+  alignas(64) float ap[kRowsPerPass * kSkinnyMaxRows];
+  for (std::int64_t k0 = 0; k0 < s.k; k0 += kRowsPerPass) {
+    const std::int64_t kb = std::min(kRowsPerPass, s.k - k0);
+    for (std::int64_t k = 0; k < kb; ++k) {
+      for (std::int64_t r = 0; r < s.m; ++r) {
+        ap[k * s.m + r] = s.a[r * s.a_row_stride + (k0 + k) * s.a_col_stride];
       }
+    }
+    const float* b = s.b + k0 * s.ldb;
+    // The next pass's rows (the same columns, kRowsPerPass rows on), fetched during this one.
+    const bool more = k0 + kb + kRowsPerPass <= s.k;
+    for (std::int64_t j = col_begin; j < col_end; j += width) {
+      strip(ap, b + j, more ? b + kRowsPerPass * s.ldb + j : nullptr, s.ldb,
+            s.c + (j - col_begin), s.ldc, std::min(width, col_end - j), kb, s.alpha);
     }
   }
 }

@@ -230,11 +230,13 @@ TEST(GemmCpu, InvalidConfigIsAStatusNotACrash) {
 TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
   if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only; CPU: " << cpu_isa_level();
   at::manual_seed(8);
-  // Rows 1..16 cover every row-group size (6, 6, 4 ...); N covers strip tails (64-wide strips,
-  // masked vectors); K covers K-block tails.
-  for (const Shape& s : std::vector<Shape>{{1, 1, 1}, {1, 300, 70}, {2, 513, 129}, {5, 64, 64},
-                                           {6, 7, 1000}, {7, 260, 33}, {13, 1000, 96},
-                                           {16, 257, 300}, {40, 100, 90}}) {
+  // Rows 1..16 cover every strip width (64 columns up to 4 rows, 32 up to 8, 16 up to 16)
+  // and odd row counts; N covers strip and task tails (masked vectors); K covers tails of the
+  // 8-row passes (the next pass's prefetch stops before the end).
+  for (const Shape& s : std::vector<Shape>{{1, 1, 1}, {1, 300, 70}, {2, 513, 129}, {4, 9, 200},
+                                           {5, 64, 64}, {6, 7, 1000}, {7, 260, 33},
+                                           {8, 33, 95}, {9, 17, 47}, {13, 1000, 96},
+                                           {16, 257, 300}}) {
     const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
     const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
     const at::Tensor bias = at::rand({s.n});
@@ -248,6 +250,17 @@ TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
       expect_matches(bias, a.t().contiguous().t(), b, 1.0F, 1.0F, cfg, what + " A column-major");
     }
   }
+}
+
+TEST(GemmCpu, SkinnyPathRefusesMoreThanSixteenRows) {
+  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
+  const at::Tensor a = at::rand({17, 40});
+  const at::Tensor b = at::rand({40, 50});
+  at::Tensor out = at::empty({17, 50});
+  AddmmArgs args = mm_args(out, a, b);
+  const Status st = gemm_f32_cpu(args, config(18, 64, 64, 1, 1));
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.reason().find("M <= 16"), std::string::npos) << st.reason();
 }
 
 TEST(GemmCpu, SkinnyPathRefusesColumnMajorB) {
