@@ -81,6 +81,18 @@ TEST(SgemmCudaEmulated, EveryVariantMatchesLibtorch) {
   }
 }
 
+TEST(SgemmCudaEmulated, AnEmptyReductionLeavesBetaTimesBias) {
+  // K = 0 (ka-bench's smoke suite has one): no K slice runs, the output is beta * bias.
+  const at::Tensor a = at::randn({8, 0});
+  const at::Tensor b = at::randn({0, 16});
+  const at::Tensor bias = at::randn({16});
+  for (const SgemmVariant& v : sgemm_variants()) {
+    at::Tensor c = at::full({8, 16}, NAN);
+    addmm(c, bias, a, b, 2.0F, 1.0F, Epilogue::kNone, v);
+    expect_close(c, at::addmm(bias, a, b, 2.0, 1.0), name_of(v) + ": 8x0 @ 0x16 + 2 bias");
+  }
+}
+
 TEST(SgemmCudaEmulated, TransposedOperandsBiasScalesAndActivations) {
   at::manual_seed(8);
   const at::Tensor at_ = at::randn({24, 50});  // A = at_^T: [50, 24], unit stride along m
