@@ -54,6 +54,12 @@ rc=$?
 grep -E "tests passed|tests failed|Skipped|\*\*\*Failed" "$out/ctest-gpu.log" | head -40
 [ $rc -eq 0 ] || echo "device-check: ctest -L gpu FAILED (see ctest-gpu.log); the figures follow anyway"
 
+stage "ctest -R device_cuda (ka-bench and ka-tune --device cuda through their CLI tests)"
+ctest --test-dir build/device -R 'cli\.ka_(bench|tune)\.device_cuda' --output-on-failure \
+  --timeout 300 >"$out/ctest-cli-cuda.log" 2>&1 ||
+  echo "device-check: the --device cuda CLI tests FAILED (see ctest-cli-cuda.log)"
+grep -E "tests passed|tests failed|\*\*\*Failed|FAIL" "$out/ctest-cli-cuda.log" | head -20
+
 stage "ka_gpu_bench: copy bandwidth, element-wise, SGEMM over its space vs cuBLAS, CUPTI vs events"
 build/device/bin/ka_gpu_bench 2>&1 | tee "$out/gpu-bench.txt"
 
