@@ -128,7 +128,19 @@ struct SkinnyJob {
   GemmShape shape;
   detail::SkinnyArgs operands;
   std::int64_t cols;
+  std::int64_t k_parts;  ///< split_k: K parts run as blocks of one launch (Note [Split K])
 };
+
+// Note [Split K]
+// A skinny GEMM whose N is too narrow for column tasks to feed every thread (1 x 16384 x 64
+// on two cores: one 64-column task) splits K instead: block p computes alpha * A @ B over its
+// K range; block 0 adds its part onto C (beta * bias), the others leave theirs in the
+// launch's scratch (CpuLaunch::scratch, no allocation), and the finish adds them onto C in
+// part order, then the activation: the same sum whatever ran first, so results do not depend
+// on the schedule. The partials must fit the scratch: M * N * (split_k - 1) <= kSplitFloats,
+// which is exactly the narrow case; wider shapes split columns.
+constexpr std::int64_t kSplitFloats =
+    static_cast<std::int64_t>(CpuLaunch::kScratch * sizeof(double) / sizeof(float));
 
 // Sets out[i0:i1, j0:j1] to beta * bias, or to zero without a bias term.
 void init_output(float* out, std::int64_t ldc, const detail::BiasView& bias, float beta,
@@ -276,6 +288,19 @@ Status check_gemm_point(const KernelDescriptor& d, const GemmShape& s, std::int6
                                  std::to_string(s.m));
     }
   }
+  if (const std::int64_t parts = config.get_or("split_k", 1); parts > 1) {
+    if (ceil_div(s.n, config.get_or("tile_n", 1)) != 1) {
+      return Status::unsupported("split_k=" + std::to_string(parts) + " needs one column task "
+                                 "(tile_n >= N = " + std::to_string(s.n) + ")");
+    }
+    if (s.m * s.n * (parts - 1) > kSplitFloats) {
+      return Status::unsupported("split_k=" + std::to_string(parts) + ": the partial outputs (" +
+                                 std::to_string(parts - 1) + " x M x N = " +
+                                 std::to_string(s.m * s.n * (parts - 1)) +
+                                 " floats) exceed the launch's scratch of " +
+                                 std::to_string(kSplitFloats));
+    }
+  }
   Dim3 grid;
   Dim3 block;
   gemm_grid(s, batch, config.get_or("tile_m", 1), config.get_or("tile_n", 1), grid, block);
@@ -324,6 +349,11 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
       {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }},
       {"skinny is 0 or 1",
        [](const LaunchConfig& c) { return c.get_or("skinny", -1) == 0 || c.get_or("skinny", -1) == 1; }},
+      {"split_k == 1 unless skinny == 1",
+       [](const LaunchConfig& c) {
+         return c.get_or("split_k", 0) == 1 ||
+                (c.get_or("skinny", 0) == 1 && c.get_or("split_k", 0) > 1);
+       }},
       {"tile_n * tile_k * 4 <= 2 MiB (the packed B panel of a task)",
        [](const LaunchConfig& c) {
          return c.get_or("tile_n", 0) * c.get_or("tile_k", 0) * 4 <= kMaxPackedB;
@@ -343,6 +373,8 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
           {"threads", threads, "worker threads running the tiles"},
           {"skinny", {0, 1},
            "1: stream B unpacked, tile_n columns per task (decode shapes; AVX-512, row-major B)"},
+          {"split_k", {1, 2, 4, 8},
+           "skinny: K parts run in parallel, partials added in order (one column task, narrow N)"},
       },
       std::move(constraints));
 }
@@ -387,17 +419,33 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   const std::int64_t tiles = nb * ceil_div(s.m, tm) * ceil_div(s.n, tn);
   LaunchConfig point;
   point.set("tile_m", tm).set("tile_n", tn).set("tile_k", kTileK).set("skinny", 0);
+  point.set("split_k", 1);
   point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
   // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
   // so stream it unpacked (Note [Skinny rows in one pass]), in one task per thread of at most
   // 2048 columns: a task reads each row of B as one stream across its columns, and 256-column
   // tasks read it at 23 GB/s where 1024-2048 read 30 (1 x 4096 x 4096, one Zen 5 core).
-  if (skinny_ok && s.m <= detail::kSkinnyMaxRows && !tiny && detail::avx512_active()) {
+  // Few flops can still be a long read of B (1 x 16384 x 64: 2 MFLOP, 4 MiB of B).
+  const bool long_read = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0 >= 1 << 20;
+  if (skinny_ok && s.m <= detail::kSkinnyMaxRows && (!tiny || long_read) &&
+      detail::avx512_active()) {
     point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
     std::int64_t cols = 64;  // a power of two, like the tunable's candidates
     while (cols < 2048 && cols < ceil_div(n, hw)) cols *= 2;
     point.set("tile_n", cols);
     point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, cols)));
+    // One column task reading at least 8 MiB of B: split K over the idle threads where the
+    // partials fit the launch's scratch (Note [Split K]). Two threads, one Zen 5 core each:
+    // 1 x 65536 x 64 (16 MiB) 0.245 -> 0.138 ms, 2 x 262144 x 32 1.25 -> 0.68 ms; at
+    // 1 x 16384 x 64 (4 MiB, in L3) waking the second thread cost more (0.063 -> 0.070 ms).
+    const bool long_b = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0 >= 8 << 20;
+    std::int64_t parts = 1;
+    while (ceil_div(s.n, cols) == 1 && long_b && parts * 2 <= std::min<std::int64_t>(hw, 8) &&
+           s.m * s.n * (parts * 2 - 1) <= kSplitFloats) {
+      parts *= 2;
+    }
+    point.set("split_k", parts);
+    if (parts > 1) point.set("threads", parts);
   }
   return point;
 }
@@ -406,8 +454,8 @@ KernelDescriptor make_cpu_descriptor() {
   KernelDescriptor d;
   d.name = "gemm_f32_blocked";
   // 2: adds the skinny-M path (tunable `skinny`). 3: tiles are tasks packing B once per K
-  // block and A per L2 block of rows (tile_m no longer sizes the A block).
-  d.version = 3;
+  // block and A per L2 block of rows (tile_m no longer sizes the A block). 4: split_k.
+  d.version = 4;
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -505,34 +553,89 @@ const KernelDescriptor& bmm_f32_cpu_descriptor() {
 
 namespace {
 
+// alpha * A[:, k0:k1] @ B[k0:k1, j0:j1] into the calling thread's private tile, whose row
+// stride (returned in ld) is off powers of two: C's own rows, 16 KiB apart at N = 4096, fell
+// in one L1 set (M = 16: 12.2 ms against 4.9 at N = 4112). Note [Skinny rows in one pass].
+const float* skinny_products(const SkinnyJob& job, std::int64_t k0, std::int64_t k1,
+                             std::int64_t j0, std::int64_t j1, std::int64_t& ld) {
+  const std::int64_t cols = j1 - j0;
+  ld = ceil_div(cols, 16) * 16 + 16;
+  std::vector<float>& tile = pack_buffers().b;
+  const auto need = static_cast<std::size_t>(job.shape.m * ld);
+  if (tile.size() < need) tile.resize(need);
+  std::fill(tile.begin(), tile.begin() + static_cast<std::ptrdiff_t>(need), 0.0F);
+  if (k1 > k0) {
+    detail::SkinnyArgs part = job.operands;
+    part.a += k0 * part.a_col_stride;
+    part.b += k0 * part.ldb;
+    part.k = k1 - k0;
+    part.c = tile.data();
+    part.ldc = ld;
+    detail::skinny_columns_avx512(part, j0, j1);
+  }
+  return tile.data();
+}
+
+// C[:, j0:j1] += the tile.
+void add_tile(const SkinnyJob& job, const float* tile, std::int64_t ld, std::int64_t j0,
+              std::int64_t j1) {
+  const detail::SkinnyArgs& op = job.operands;
+  for (std::int64_t r = 0; r < job.shape.m; ++r) {
+    float* c = op.c + r * op.ldc + j0;
+    const float* t = tile + r * ld;
+    for (std::int64_t j = 0; j < j1 - j0; ++j) c[j] += t[j];
+  }
+}
+
 void run_skinny(const SkinnyJob& job, std::int64_t task) {
   const std::int64_t j0 = task * job.cols;
   const std::int64_t j1 = std::min(job.shape.n, j0 + job.cols);
   const detail::SkinnyArgs& op = job.operands;
   init_output(op.c, op.ldc, job.bias, job.beta, 0, job.shape.m, j0, j1);
   if (job.shape.k > 0) {
-    // The products go to a private tile whose row stride is off powers of two, then onto C:
-    // C's own rows, 16 KiB apart at N = 4096, fell in one L1 set (M = 16: 12.2 ms against
-    // 4.9 at N = 4112). Note [Skinny rows in one pass].
-    const std::int64_t cols = j1 - j0;
-    const std::int64_t ld = ceil_div(cols, 16) * 16 + 16;
-    std::vector<float>& tile = pack_buffers().b;
-    const auto need = static_cast<std::size_t>(job.shape.m * ld);
-    if (tile.size() < need) tile.resize(need);
-    std::fill(tile.begin(), tile.begin() + static_cast<std::ptrdiff_t>(need), 0.0F);
-    detail::SkinnyArgs into = op;
-    into.c = tile.data();
-    into.ldc = ld;
-    detail::skinny_columns_avx512(into, j0, j1);
-    for (std::int64_t r = 0; r < job.shape.m; ++r) {
-      float* c = op.c + r * op.ldc + j0;
-      const float* t = tile.data() + r * ld;
-      for (std::int64_t j = 0; j < cols; ++j) c[j] += t[j];
-    }
+    std::int64_t ld = 0;
+    const float* tile = skinny_products(job, 0, job.shape.k, j0, j1, ld);
+    add_tile(job, tile, ld, j0, j1);
   }
   if (job.epilogue != Epilogue::kNone) {
     apply_epilogue(job.epilogue, op.c, op.ldc, 0, job.shape.m, j0, j1);
   }
+}
+
+// Block `part` of a split-K skinny GEMM (one column task). Note [Split K].
+void run_skinny_part(const SkinnyJob& job, std::int64_t part, double* scratch) {
+  const GemmShape& s = job.shape;
+  const std::int64_t k0 = s.k * part / job.k_parts;
+  const std::int64_t k1 = s.k * (part + 1) / job.k_parts;
+  std::int64_t ld = 0;
+  const float* tile = skinny_products(job, k0, k1, 0, s.n, ld);
+  if (part == 0) {
+    init_output(job.operands.c, job.operands.ldc, job.bias, job.beta, 0, s.m, 0, s.n);
+    add_tile(job, tile, ld, 0, s.n);
+    return;
+  }
+  auto* slot = reinterpret_cast<unsigned char*>(scratch) +
+               static_cast<std::size_t>((part - 1) * s.m * s.n) * sizeof(float);
+  for (std::int64_t r = 0; r < s.m; ++r) {
+    std::memcpy(slot + static_cast<std::size_t>(r * s.n) * sizeof(float), tile + r * ld,
+                static_cast<std::size_t>(s.n) * sizeof(float));
+  }
+}
+
+void finish_skinny_parts(const SkinnyJob& job, const double* scratch) {
+  const GemmShape& s = job.shape;
+  const detail::SkinnyArgs& op = job.operands;
+  const auto* parts = reinterpret_cast<const unsigned char*>(scratch);
+  for (std::int64_t p = 1; p < job.k_parts; ++p) {
+    for (std::int64_t r = 0; r < s.m; ++r) {
+      float row[kSplitFloats];
+      std::memcpy(row, parts + static_cast<std::size_t>(((p - 1) * s.m + r) * s.n) * sizeof(float),
+                  static_cast<std::size_t>(s.n) * sizeof(float));
+      float* c = op.c + r * op.ldc;
+      for (std::int64_t j = 0; j < s.n; ++j) c[j] += row[j];
+    }
+  }
+  if (job.epilogue != Epilogue::kNone) apply_epilogue(job.epilogue, op.c, op.ldc, 0, s.m, 0, s.n);
 }
 
 TileJob tile_job(const LaunchConfig& config, const GemmShape& s) {
@@ -578,7 +681,12 @@ Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
                                       args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
                                       args.alpha};
     job.cols = config.get_or("tile_n", 256);
-    launch.bind<SkinnyJob, run_skinny>(job, ceil_div(s.n, job.cols), threads);
+    job.k_parts = config.get_or("split_k", 1);
+    if (job.k_parts > 1) {
+      launch.bind_split<SkinnyJob, run_skinny_part, finish_skinny_parts>(job, job.k_parts, threads);
+    } else {
+      launch.bind<SkinnyJob, run_skinny>(job, ceil_div(s.n, job.cols), threads);
+    }
     return Status::ok();
   }
   TileJob job = tile_job(config, s);

@@ -43,7 +43,7 @@ LaunchConfig point(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64
                    std::int64_t skinny) {
   LaunchConfig c;
   c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
-  c.set("skinny", skinny);
+  c.set("skinny", skinny).set("split_k", 1);
   return c;
 }
 
@@ -67,6 +67,11 @@ TEST(GemmCpuHotPath, SkinnyPathAllocatesNothingWhenWarm) {
   Problem p(3, 500, 700);
   EXPECT_EQ(allocations_when_warm(p, point(6, 64, 256, 1, 1), 2, 20), 0);
   EXPECT_EQ(allocations_when_warm(p, point(6, 64, 256, 2, 1), 20, 20), 0);
+  // Split K: partials in the launch's scratch, no workspace.
+  Problem narrow(1, 4000, 64);
+  LaunchConfig split = point(6, 64, 256, 2, 1);
+  split.set("split_k", 2);
+  EXPECT_EQ(allocations_when_warm(narrow, split, 20, 20), 0);
 }
 
 TEST(GemmCpuHotPath, TheCounterSeesTheKernelsOwnAllocations) {

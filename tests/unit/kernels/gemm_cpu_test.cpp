@@ -21,10 +21,10 @@ namespace {
 using test::view_of;
 
 LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64_t threads,
-                    std::int64_t skinny = 0) {
+                    std::int64_t skinny = 0, std::int64_t split_k = 1) {
   LaunchConfig c;
   c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
-  c.set("skinny", skinny);
+  c.set("skinny", skinny).set("split_k", split_k);
   return c;
 }
 
@@ -250,6 +250,51 @@ TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
       expect_matches(bias, a.t().contiguous().t(), b, 1.0F, 1.0F, cfg, what + " A column-major");
     }
   }
+}
+
+TEST(GemmCpu, SplitKMatchesLibtorchOnEveryThreadCount) {
+  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
+  at::manual_seed(9);
+  // Narrow N with a long K (one column task), K not a multiple of the parts, parts that
+  // exceed the threads (blocks queue on one thread), a part with no K at all (K < parts),
+  // bias and scales (block 0 adds beta * bias; the others' partials arrive in the finish).
+  for (const Shape& s : std::vector<Shape>{{1, 5000, 64}, {2, 3001, 40}, {16, 999, 4},
+                                           {3, 3, 7}, {1, 1, 1}}) {
+    const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
+    const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
+    const at::Tensor bias = at::rand({s.n});
+    for (const std::int64_t parts : {2, 4, 8}) {
+      if (s.m * s.n * (parts - 1) > 128) continue;
+      for (const int threads : {1, 2, 4}) {
+        const LaunchConfig cfg = config(18, 64, 256, threads, 1, parts);
+        const std::string what = "split_k " + std::to_string(s.m) + "x" + std::to_string(s.k) +
+                                 "x" + std::to_string(s.n) + " " + cfg.str();
+        expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
+        expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+      }
+    }
+  }
+}
+
+TEST(GemmCpu, SplitKRefusesWhatItCannotHold) {
+  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
+  const at::Tensor a = at::rand({4, 300});
+  const at::Tensor b = at::rand({300, 64});
+  at::Tensor out = at::empty({4, 64});
+  AddmmArgs args = mm_args(out, a, b);
+  // 4 x 64 x (2 - 1) = 256 partial floats: more than the launch's scratch.
+  Status st = gemm_f32_cpu(args, config(6, 64, 256, 2, 1, 2));
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.reason().find("exceed the launch's scratch"), std::string::npos) << st.reason();
+  // Two column tasks: split columns, not K.
+  st = gemm_f32_cpu(args, config(6, 32, 256, 2, 1, 2));
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.reason().find("one column task"), std::string::npos) << st.reason();
+  // Only the skinny path splits K.
+  st = gemm_f32_cpu(args, config(6, 64, 256, 2, 0, 2));
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.reason().find("split_k == 1 unless skinny == 1"), std::string::npos)
+      << st.reason();
 }
 
 TEST(GemmCpu, SkinnyPathRefusesMoreThanSixteenRows) {

@@ -27,16 +27,22 @@ TEST(GemmDescriptor, CpuSpaceEnumeratesOnlyValidPoints) {
   }
   EXPECT_EQ(unique.size(), points.size());
   // Independent count over the raw candidates: every multiple-of-6 tile_m, multiple-of-32
-  // tile_n, and packed B panels (tile_k x tile_n floats) of at most 2 MiB.
+  // tile_n, and packed B panels (tile_k x tile_n floats) of at most 2 MiB; split_k above 1
+  // only with skinny.
   std::size_t expected = 0;
   const auto& params = d.space.params();
-  ASSERT_EQ(params.size(), 5U);
+  ASSERT_EQ(params.size(), 6U);
   ASSERT_EQ(params[4].name, "skinny");
+  ASSERT_EQ(params[5].name, "split_k");
+  std::size_t skinny_split = 0;
+  for (const auto skinny : params[4].candidates) {
+    for (const auto split : params[5].candidates) skinny_split += split == 1 || skinny == 1;
+  }
   for (const auto tm : params[0].candidates) {
     for (const auto tn : params[1].candidates) {
       for (const auto tk : params[2].candidates) {
         const bool ok = tm % 6 == 0 && tn % 32 == 0 && tn * tk * 4 <= (2 << 20);
-        expected += ok ? params[3].candidates.size() * params[4].candidates.size() : 0;
+        expected += ok ? params[3].candidates.size() * skinny_split : 0;
       }
     }
   }
@@ -47,6 +53,7 @@ TEST(GemmDescriptor, ConstraintViolationsAreNamed) {
   const auto& d = gemm_f32_cpu_descriptor();
   LaunchConfig p;
   p.set("tile_m", 10).set("tile_n", 64).set("tile_k", 64).set("threads", 1).set("skinny", 0);
+  p.set("split_k", 1);
   const Status st = d.space.check(p);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.reason().find("tile_m % 6 == 0"), std::string::npos) << st.reason();
@@ -87,6 +94,21 @@ TEST(GemmDescriptor, DefaultConfigIsValidAndComplete) {
     EXPECT_EQ(c.grid.y * c.block.y >= m, true);
     EXPECT_EQ(LaunchConfig::parse(c.str()), c);
   }
+}
+
+TEST(GemmDescriptor, DefaultSplitsKOnlyWhereColumnsCannotFeedTheThreads) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  if (gemm_cpu_isa() != "avx512") GTEST_SKIP() << "split_k rides the AVX-512 skinny path";
+  const int hw = cpu_thread_limit();
+  const ShapeKey key = addmm_shape_key(1, 65536, 64, false);  // 16 MiB of B, one column task
+  const LaunchConfig narrow = d.default_config(key);
+  // 1 x 64 partial floats per extra part: two parts fit the launch's 128 floats, four do not.
+  EXPECT_EQ(narrow.get_or("split_k", -1), hw >= 2 ? 2 : 1) << narrow.str();
+  EXPECT_TRUE(d.can_run(key, narrow).is_ok()) << narrow.str();
+  // Wide N splits columns; 4 MiB of B is not worth a second thread; M > 16 is not skinny.
+  EXPECT_EQ(d.default_config(addmm_shape_key(1, 4096, 4096, false)).get_or("split_k", -1), 1);
+  EXPECT_EQ(d.default_config(addmm_shape_key(1, 16384, 64, false)).get_or("split_k", -1), 1);
+  EXPECT_EQ(d.default_config(addmm_shape_key(64, 65536, 64, false)).get_or("split_k", -1), 1);
 }
 
 TEST(GemmDescriptor, DefaultPicksSkinnyForDecodeShapesOnly) {
