@@ -24,7 +24,9 @@ case "$case_name" in
     ;;
   resume_after_kill)
     # A sweep killed with SIGKILL mid-run continues where it stopped: no trial lost or repeated.
-    args=(--op aten::addmm --shapes 48x64x80 --strategy exhaustive --budget 60 --db "$tmp/ka.db" --config-budget 0.05 -q)
+    # --target-ci 0.0001: every timed config runs its whole 0.05 s budget, so the sweep lasts
+    # long enough to be killed mid-way (configs the kernel refuses are stored at once).
+    args=(--op aten::addmm --shapes 48x64x80 --strategy exhaustive --budget 60 --db "$tmp/ka.db" --config-budget 0.05 --target-ci 0.0001 -q)
     "$ka_tune" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     for _ in $(seq 1 100); do
