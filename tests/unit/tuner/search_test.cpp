@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <set>
+#include <vector>
 
 namespace ka::tuner {
 namespace {
@@ -116,24 +117,30 @@ TEST(Search, BudgetsStopAndResumeContinuesWithoutRepeats) {
     ++calls;
     return cost(s.point(i));
   };
-  History h = search(s, *strategy, eval, Budget{10, 1e9});
+  History h = search(s, *strategy, eval, Budget{10, 1e9, {}});
   EXPECT_EQ(h.points.size(), 10U);
   // Resume (as after an interruption): a fresh strategy continues from the recorded history.
   auto again = make_strategy("random", 7);
-  h = search(s, *again, eval, Budget{5, 1e9}, {}, h);
+  h = search(s, *again, eval, Budget{5, 1e9, {}}, {}, h);
   EXPECT_EQ(h.points.size(), 15U);
   EXPECT_EQ(std::set<std::size_t>(h.points.begin(), h.points.end()).size(), 15U);
   EXPECT_EQ(calls, 15);
   // A zero time budget evaluates nothing.
   auto none = make_strategy("exhaustive", 0);
-  EXPECT_TRUE(search(s, *none, eval, Budget{0, 0.0}).points.empty());
+  EXPECT_TRUE(search(s, *none, eval, Budget{0, 0.0, {}}).points.empty());
+  // Evaluations that do not count (ka-tune's equivalent configurations) run past the budget:
+  // points 0..9 in order, the odd ones free, so a budget of 3 stops after 0, 2, 4.
+  auto ordered = make_strategy("exhaustive", 0);
+  const History free_odd = search(s, *ordered, eval,
+                                  Budget{3, 1e9, [](std::size_t i) { return i % 2 == 0; }});
+  EXPECT_EQ(free_odd.points, (std::vector<std::size_t>{0, 1, 2, 3, 4}));
 }
 
 TEST(Search, TheDefaultConfigIsEvaluatedFirst) {
   const SearchSpace s(synthetic_space());
   for (const std::string& name : strategy_names()) {
     auto st = make_strategy(name, 3, std::size_t{5});
-    const History h = search(s, *st, [&](std::size_t i) { return cost(s.point(i)); }, Budget{3, 1e9});
+    const History h = search(s, *st, [&](std::size_t i) { return cost(s.point(i)); }, Budget{3, 1e9, {}});
     ASSERT_FALSE(h.points.empty());
     EXPECT_EQ(h.points[0], 5U) << name;
   }

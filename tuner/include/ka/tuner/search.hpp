@@ -55,9 +55,15 @@ using Evaluation = std::optional<double>;
 struct History {
   std::vector<std::size_t> points;
   std::vector<Evaluation> results;
+  /// Whether `point` is in `points`: amortised O(1) while points only grow at the back (an
+  /// index over the points appended since the last call; rebuilt when they shrank).
   [[nodiscard]] bool evaluated(std::size_t point) const;
   /// Index into points/results of the best ok result; nullopt before any.
   [[nodiscard]] std::optional<std::size_t> best() const;
+
+ private:
+  mutable std::vector<bool> seen_;
+  mutable std::size_t indexed_ = 0;  // points[0, indexed_) are in seen_
 };
 
 /// A search strategy: proposes the next point to evaluate given the history; nullopt when it
@@ -83,6 +89,9 @@ std::vector<std::string> strategy_names();
 struct Budget {
   std::size_t max_evaluations = 0;
   double max_seconds = std::numeric_limits<double>::infinity();
+  /// Asked after each evaluation: whether it counts against max_evaluations (empty: all do).
+  /// ka-tune's evaluations of a configuration equivalent to one measured do not.
+  std::function<bool(std::size_t point)> counts;
 };
 
 /// Runs `strategy` until it stops or the budget ends; `evaluate` measures a point (and may
