@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--suites-dir", suites_dir, "extra folder searched first for suites");
   app.add_option("--strategy", o.strategy, "search strategy (see --list-strategies)")
       ->capture_default_str();
-  app.add_option("--budget", o.budget, "evaluations per shape (0 = as many as the strategy wants)");
+  app.add_option("--budget", o.budget,
+                 "configurations run per shape (0 = as many as the strategy wants; one that runs "
+                 "exactly as one measured already is free)");
   app.add_option("--time-budget", o.time_budget_s, "seconds per shape");
   app.add_option("--seed", o.seed, "seed of the strategy and of the inputs")->capture_default_str();
   app.add_option("--db", o.db_path, "SQLite database for trials and recommendations")
@@ -187,15 +189,18 @@ int main(int argc, char** argv) {
     std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
                 "default", "gain", "configs (new+reused / space)");
     for (const auto& r : outcomes) {
-      std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s\n", r.shape.c_str(),
+      std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s\n", r.shape.c_str(),
                   r.kernel.c_str(), r.best_config.c_str(),
                   ka::profiler::format_duration_ns(r.best_median_ns).c_str(),
                   ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain, r.evaluated,
-                  r.reused, r.space, r.failed ? fmt::format(", {} failed", r.failed).c_str() : "",
+                  r.reused, r.space,
+                  r.equivalent ? fmt::format(", {} equivalent", r.equivalent).c_str() : "",
+                  r.failed ? fmt::format(", {} failed", r.failed).c_str() : "",
                   r.separated ? "" : " (tie with #2)");
     }
     std::printf("(gain = default config's median / best's, both re-measured together; \"tie with #2\": "
-                "the best was not separated from the runner-up at 95%%)\n");
+                "the best was not separated from the runner-up at 95%%; \"equivalent\": configs that "
+                "run exactly as one measured already, given its time)\n");
     return 0;
   } catch (const ka::ValueError& e) {
     return fail(2, e.what());

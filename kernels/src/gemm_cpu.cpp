@@ -56,9 +56,9 @@ bool cpu_can_run(const std::string& isa) {
 }
 
 const detail::MicroKernelInfo& micro_kernel_for(const std::string& isa) {
-  static const detail::MicroKernelInfo avx512 = detail::micro_kernel_avx512();
-  static const detail::MicroKernelInfo avx2 = detail::micro_kernel_avx2();
-  static const detail::MicroKernelInfo generic = detail::micro_kernel_generic();
+  static const detail::MicroKernelInfo avx512 = detail::micro_kernel_avx512(0);
+  static const detail::MicroKernelInfo avx2 = detail::micro_kernel_avx2(0);
+  static const detail::MicroKernelInfo generic = detail::micro_kernel_generic(0);
   if (isa == "avx512") return avx512;
   if (isa == "avx2") return avx2;
   return generic;
@@ -86,6 +86,16 @@ detail::MicroKernelInfo automatic_micro_kernel() {
 detail::MicroKernelInfo active_micro_kernel() {
   if (const auto* forced = g_forced.load(std::memory_order_acquire)) return *forced;
   return automatic_micro_kernel();
+}
+
+// The active ISA's micro-kernel `cols` wide (the tunable micro_n; 0: the ISA's default);
+// `fn` is null where the ISA has none that wide.
+detail::MicroKernelInfo micro_kernel_of_width(std::int64_t cols) {
+  const detail::MicroKernelInfo active = active_micro_kernel();
+  const auto w = static_cast<int>(cols);
+  if (std::strcmp(active.isa, "avx512") == 0) return detail::micro_kernel_avx512(w);
+  if (std::strcmp(active.isa, "avx2") == 0) return detail::micro_kernel_avx2(w);
+  return detail::micro_kernel_generic(w);
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -119,6 +129,7 @@ struct TileJob {
   GemmShape shape;
   detail::MicroKernelInfo micro;
   std::int64_t tile_m, tile_n, tile_k, tiles_n, tiles_per_batch;
+  std::int64_t block_m;  ///< rows of A packed per L2 block (MC); 0: sized to the L2
 };
 
 struct SkinnyJob {
@@ -162,12 +173,16 @@ void apply_epilogue(Epilogue e, float* out, std::int64_t ldc, std::int64_t i0, s
   for (std::int64_t i = i0; i < i1; ++i) detail::apply_epilogue(e, out + i * ldc + j0, j1 - j0);
 }
 
-// Rows of A packed per L2 block for K blocks of `kb`: a multiple of kMicroRows whose packed
-// block fills at most half the L2 (the other half holds B slivers and C lines in transit).
-std::int64_t a_block_rows(std::int64_t kb, std::int64_t tile_m) {
+// Rows of A packed per L2 block (MC) of a task `rows` tall whose K blocks are `kb` deep:
+// `block_m` when the config sets it (the tunable), else a multiple of kMicroRows whose packed
+// block fills at most half the L2 (the other half holds B slivers and C lines in transit);
+// never more than the task's rows.
+std::int64_t a_block_rows(std::int64_t block_m, std::int64_t kb, std::int64_t rows) {
   constexpr std::int64_t mr = detail::kMicroRows;
-  const std::int64_t fit = l2_budget_bytes() / 2 / (4 * std::max<std::int64_t>(kb, 1)) / mr * mr;
-  return std::min(std::max(fit, mr), ceil_div(tile_m, mr) * mr);
+  const std::int64_t fit =
+      block_m > 0 ? block_m
+                  : l2_budget_bytes() / 2 / (4 * std::max<std::int64_t>(kb, 1)) / mr * mr;
+  return std::min(std::max(fit, mr), ceil_div(rows, mr) * mr);
 }
 
 // out[i0 : i0 + rows_total, j0 : j0 + cols_total] += alpha * (packed A block) * (packed B
@@ -226,7 +241,7 @@ void run_tile(const TileJob& job, std::int64_t block) {
   }
 
   const std::int64_t nr = job.micro.cols;
-  const std::int64_t mc = a_block_rows(job.tile_k, mb);
+  const std::int64_t mc = a_block_rows(job.block_m, std::min(job.tile_k, job.shape.k), mb);
   PackBuffers& buf = pack_buffers();
   const auto a_need = static_cast<std::size_t>(mc * job.tile_k + detail::kPackSlack);
   const auto b_need = static_cast<std::size_t>(ceil_div(nb, nr) * nr * job.tile_k);
@@ -288,6 +303,12 @@ Status check_gemm_point(const KernelDescriptor& d, const GemmShape& s, std::int6
                                  std::to_string(s.m));
     }
   }
+  if (const std::int64_t width = config.get_or("micro_n", 0);
+      width != 0 && micro_kernel_of_width(width).fn == nullptr) {
+    return Status::unsupported("micro_n=" + std::to_string(width) + ": the " + gemm_cpu_isa() +
+                               " path has no micro-kernel that wide (AVX-512: 16, 32, 48; "
+                               "AVX2 and generic: 16)");
+  }
   if (const std::int64_t parts = config.get_or("split_k", 1); parts > 1) {
     if (ceil_div(s.n, config.get_or("tile_n", 1)) != 1) {
       return Status::unsupported("split_k=" + std::to_string(parts) + " needs one column task "
@@ -313,6 +334,33 @@ Status check_gemm_point(const KernelDescriptor& d, const GemmShape& s, std::int6
                                ") do not match the tiles; expected " + expected.str());
   }
   return Status::ok();
+}
+
+// `point` reduced to what it changes for `batch` GEMMs of shape `s` (KernelDescriptor::
+// canonical): tiles no larger than the matrix, K blocks no deeper than K, the micro-tile width
+// and the A block (MC) resolved, threads no more than tasks; the skinny path ignores tile_m
+// and tile_k.
+LaunchConfig canonical_gemm_point(const GemmShape& s, std::int64_t batch, const LaunchConfig& point) {
+  const std::int64_t m = std::max<std::int64_t>(s.m, 1);
+  const std::int64_t n = std::max<std::int64_t>(s.n, 1);
+  const std::int64_t nb = std::max<std::int64_t>(batch, 1);
+  LaunchConfig c;
+  const std::int64_t tile_n = std::min(point.get_or("tile_n", 1), n);
+  if (point.get_or("skinny", 0) == 1) {
+    const std::int64_t parts = point.get_or("split_k", 1);
+    const std::int64_t tasks = parts > 1 ? parts : ceil_div(n, tile_n);
+    c.set("tile_n", tile_n).set("skinny", 1).set("split_k", parts);
+    c.set("threads", std::min(point.get_or("threads", 1), tasks));
+    return c;
+  }
+  const std::int64_t tile_m = std::min(point.get_or("tile_m", 1), m);
+  const std::int64_t tile_k = std::min(point.get_or("tile_k", 1), std::max<std::int64_t>(s.k, 1));
+  const std::int64_t tasks = nb * ceil_div(m, tile_m) * ceil_div(n, tile_n);
+  c.set("tile_m", tile_m).set("tile_n", tile_n).set("tile_k", tile_k).set("skinny", 0);
+  c.set("micro_n", micro_kernel_of_width(point.get_or("micro_n", 0)).cols);
+  c.set("block_m", a_block_rows(point.get_or("block_m", 0), tile_k, tile_m));
+  c.set("threads", std::min(point.get_or("threads", 1), tasks));
+  return c;
 }
 
 Status check_gemm_config(const ShapeKey& shape, const LaunchConfig& config) {
@@ -354,6 +402,16 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
          return c.get_or("split_k", 0) == 1 ||
                 (c.get_or("skinny", 0) == 1 && c.get_or("split_k", 0) > 1);
        }},
+      {"block_m % 6 == 0 and block_m <= tile_m (0: sized to the L2)",
+       [](const LaunchConfig& c) {
+         const std::int64_t bm = c.get_or("block_m", -1);
+         return bm == 0 || (bm > 0 && bm % 6 == 0 && bm <= c.get_or("tile_m", 0));
+       }},
+      {"micro_n == 0 and block_m == 0 when skinny == 1 (no micro-tiles there)",
+       [](const LaunchConfig& c) {
+         return c.get_or("skinny", 0) == 0 ||
+                (c.get_or("micro_n", -1) == 0 && c.get_or("block_m", -1) == 0);
+       }},
       {"tile_n * tile_k * 4 <= 2 MiB (the packed B panel of a task)",
        [](const LaunchConfig& c) {
          return c.get_or("tile_n", 0) * c.get_or("tile_k", 0) * 4 <= kMaxPackedB;
@@ -375,6 +433,10 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
            "1: stream B unpacked, tile_n columns per task (decode shapes; AVX-512, row-major B)"},
           {"split_k", {1, 2, 4, 8},
            "skinny: K parts run in parallel, partials added in order (one column task, narrow N)"},
+          {"micro_n", {0, 16, 32, 48},
+           "columns of the 6-row register micro-tile (0: the ISA's own, AVX-512 32, AVX2 16)"},
+          {"block_m", {0, 48, 96, 192, 384},
+           "rows of A packed per L2 block (MC); 0: as many as fill half the L2"},
       },
       std::move(constraints));
 }
@@ -419,7 +481,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   const std::int64_t tiles = nb * ceil_div(s.m, tm) * ceil_div(s.n, tn);
   LaunchConfig point;
   point.set("tile_m", tm).set("tile_n", tn).set("tile_k", kTileK).set("skinny", 0);
-  point.set("split_k", 1);
+  point.set("split_k", 1).set("micro_n", 0).set("block_m", 0);
   point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
   // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
   // so stream it unpacked (Note [Skinny rows in one pass]), in one task per thread of at most
@@ -455,7 +517,8 @@ KernelDescriptor make_cpu_descriptor() {
   d.name = "gemm_f32_blocked";
   // 2: adds the skinny-M path (tunable `skinny`). 3: tiles are tasks packing B once per K
   // block and A per L2 block of rows (tile_m no longer sizes the A block). 4: split_k.
-  d.version = 4;
+  // 5: micro_n and block_m.
+  d.version = 5;
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -473,6 +536,9 @@ KernelDescriptor make_cpu_descriptor() {
     return complete_gemm_config(
         shape, default_gemm_point(s, 1, cpu_thread_limit(), shape.args().back().contiguous));
   };
+  d.canonical = [](const ShapeKey& shape, const LaunchConfig& point) {
+    return canonical_gemm_point(gemm_shape(shape), 1, point);
+  };
   d.flop_count = [](const ShapeKey& shape) {
     const GemmShape s = gemm_shape(shape);
     return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
@@ -488,8 +554,8 @@ KernelDescriptor make_cpu_descriptor() {
 KernelDescriptor make_bmm_descriptor() {
   KernelDescriptor d;
   d.name = "bmm_f32_blocked";
-  // 2: tasks pack B once per K block (see gemm_f32_blocked version 3).
-  d.version = 2;
+  // 2: tasks pack B once per K block (see gemm_f32_blocked version 3). 3: micro_n, block_m.
+  d.version = 3;
   d.ops = {"aten::bmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -506,6 +572,10 @@ KernelDescriptor make_bmm_descriptor() {
     const detail::BmmShape s = detail::bmm_shape(shape);
     return complete_bmm_config(shape,
                                default_gemm_point(s.gemm, s.batch, cpu_thread_limit(), false));
+  };
+  d.canonical = [](const ShapeKey& shape, const LaunchConfig& point) {
+    const detail::BmmShape s = detail::bmm_shape(shape);
+    return canonical_gemm_point(s.gemm, s.batch, point);
   };
   d.flop_count = [](const ShapeKey& shape) {
     const detail::BmmShape s = detail::bmm_shape(shape);
@@ -641,7 +711,8 @@ void finish_skinny_parts(const SkinnyJob& job, const double* scratch) {
 TileJob tile_job(const LaunchConfig& config, const GemmShape& s) {
   TileJob job{};
   job.shape = s;
-  job.micro = active_micro_kernel();
+  job.micro = micro_kernel_of_width(config.get_or("micro_n", 0));
+  job.block_m = config.get_or("block_m", 0);
   job.tile_m = config.get_or("tile_m", 96);
   job.tile_n = config.get_or("tile_n", 256);
   job.tile_k = config.get_or("tile_k", 256);

@@ -10,8 +10,8 @@ namespace ka::kernels::detail {
 /// Rows of the micro-tile, the same for every ISA so that tile_m constraints do not change
 /// with the machine.
 constexpr int kMicroRows = 6;
-/// Largest micro-tile width of any ISA (AVX-512: 32 floats = two zmm registers).
-constexpr int kMaxMicroCols = 32;
+/// Largest micro-tile width of any ISA (AVX-512: 48 floats = three zmm registers).
+constexpr int kMaxMicroCols = 48;
 
 /// C[kMicroRows x nr] += alpha * A_packed(kc x kMicroRows)^T-panel * B_packed(kc x nr), where
 /// A is packed as kMicroRows values per k and B as nr values per k. `c` has row stride ldc.
@@ -43,9 +43,12 @@ struct MicroKernelInfo {
   PackB pack_b;
 };
 
-MicroKernelInfo micro_kernel_avx512();
-MicroKernelInfo micro_kernel_avx2();
-MicroKernelInfo micro_kernel_generic();
+/// An ISA's micro-kernel `cols` wide (the tunable micro_n); 0 gives the ISA's default width
+/// (AVX-512 32, AVX2 and generic 16). Where the ISA has no kernel that wide, `fn` is null.
+/// AVX-512 has 16, 32 and 48; AVX2 and the portable kernel only 16.
+MicroKernelInfo micro_kernel_avx512(int cols);
+MicroKernelInfo micro_kernel_avx2(int cols);
+MicroKernelInfo micro_kernel_generic(int cols);
 
 /// The portable packing routines (any strides); the ISA ones fall back to them where their
 /// fast path does not apply.

@@ -108,7 +108,8 @@ void pack_a_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
   }
 }
 
-MicroKernelInfo micro_kernel_avx2() {
+MicroKernelInfo micro_kernel_avx2(int cols) {
+  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr};
   return {"avx2", 16, &micro_6x16, &pack_a_avx2, &pack_b_generic};
 }
 

@@ -1,5 +1,6 @@
-// AVX-512 micro-kernel: 6 x 32 floats, 12 zmm accumulators. Compiled with -mavx512f -mfma and
-// only called after the CPU was checked for AVX-512 (see gemm_cpu_isa()).
+// AVX-512 micro-kernels: 6 x 16, 6 x 32 (the default: 12 zmm accumulators) and 6 x 48 floats.
+// Compiled with -mavx512f -mfma and only called after the CPU was checked for AVX-512 (see
+// gemm_cpu_isa()).
 #include "gemm_internal.hpp"
 
 #include <immintrin.h>
@@ -9,78 +10,89 @@
 namespace ka::kernels::detail {
 namespace {
 
-void micro_6x32(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-                float alpha) {
+// 6 x (16 * V) floats: 6V zmm accumulators (V = 3: 18, plus three B vectors and the
+// broadcast, 22 of 32 registers). Wider tiles load fewer B vectors per FMA but need more
+// columns to fill; the tunable micro_n picks one per shape.
+template <int V>
+void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+               float alpha) {
+  constexpr int kWidth = 16 * V;
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
   // the K loop runs (every line of a row, aligned or not).
   for (int r = 0; r < kMicroRows; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 31), _MM_HINT_T0);
+    for (int v = 0; v < V; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_T0);
+    }
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kWidth - 1), _MM_HINT_T0);
   }
-  __m512 acc[kMicroRows][2];
+  __m512 acc[kMicroRows][V];
   for (auto& row : acc) {
-    row[0] = _mm512_setzero_ps();
-    row[1] = _mm512_setzero_ps();
+    for (auto& x : row) x = _mm512_setzero_ps();
   }
   for (std::int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(b);
-    const __m512 b1 = _mm512_loadu_ps(b + 16);
+    __m512 bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < kMicroRows; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r]);
-      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
     a += kMicroRows;
-    b += 32;
+    b += kWidth;
   }
   const __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 6
   for (int r = 0; r < kMicroRows; ++r) {
     float* row = c + r * ldc;
-    _mm512_storeu_ps(row, _mm512_fmadd_ps(va, acc[r][0], _mm512_loadu_ps(row)));
-    _mm512_storeu_ps(row + 16, _mm512_fmadd_ps(va, acc[r][1], _mm512_loadu_ps(row + 16)));
+    for (int v = 0; v < V; ++v) {
+      _mm512_storeu_ps(row + 16 * v,
+                       _mm512_fmadd_ps(va, acc[r][v], _mm512_loadu_ps(row + 16 * v)));
+    }
   }
 }
 
-// B's slivers with unit-stride rows: two 16-float copies per k (std::copy's call per 128
+// B's slivers with unit-stride rows: nr / 16 vector copies per k (std::copy's call per 128
 // bytes cost 3% of a 1024^3 GEMM); a partial sliver's masked loads read only its columns and
 // fill the rest with zeros.
 void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
                    std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
                    float* dst) {
-  if (s1 != 1 || nr != 32) {
+  if (s1 != 1 || nr % 16 != 0) {
     pack_b_generic(src, s0, s1, k0, kb, col0, cols, nr, dst);
     return;
   }
-  for (std::int64_t s = 0; s * 32 < cols; ++s) {
-    float* out = dst + s * 32 * kb;
-    const float* in = src + k0 * s0 + col0 + s * 32;
-    const std::int64_t width = std::min<std::int64_t>(32, cols - s * 32);
-    if (width == 32) {
-      for (std::int64_t k = 0; k < kb; ++k) {
-        _mm512_storeu_ps(out + k * 32, _mm512_loadu_ps(in + k * s0));
-        _mm512_storeu_ps(out + k * 32 + 16, _mm512_loadu_ps(in + k * s0 + 16));
+  const auto lanes = [](std::int64_t n) {
+    return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1U << n) - 1U);
+  };
+  for (std::int64_t s = 0; s * nr < cols; ++s) {
+    float* out = dst + s * nr * kb;
+    const float* in = src + k0 * s0 + col0 + s * nr;
+    const std::int64_t width = std::min(nr, cols - s * nr);
+    for (std::int64_t v = 0; v * 16 < nr; ++v) {
+      const __mmask16 mask = lanes(width - v * 16);
+      float* o = out + v * 16;
+      const float* i = in + v * 16;
+      if (mask == 0xFFFF) {
+        for (std::int64_t k = 0; k < kb; ++k) _mm512_storeu_ps(o + k * nr, _mm512_loadu_ps(i + k * s0));
+      } else {
+        for (std::int64_t k = 0; k < kb; ++k) {
+          _mm512_storeu_ps(o + k * nr, _mm512_maskz_loadu_ps(mask, i + k * s0));
+        }
       }
-      continue;
-    }
-    const auto lanes = [](std::int64_t n) {
-      return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1U << n) - 1U);
-    };
-    const __mmask16 lo = lanes(width);
-    const __mmask16 hi = lanes(width - 16);
-    for (std::int64_t k = 0; k < kb; ++k) {
-      _mm512_storeu_ps(out + k * 32, _mm512_maskz_loadu_ps(lo, in + k * s0));
-      _mm512_storeu_ps(out + k * 32 + 16, _mm512_maskz_loadu_ps(hi, in + k * s0 + 16));
     }
   }
 }
 
 }  // namespace
 
-MicroKernelInfo micro_kernel_avx512() {
-  return {"avx512", 32, &micro_6x32, &pack_a_avx2, &pack_b_avx512};
+MicroKernelInfo micro_kernel_avx512(int cols) {
+  switch (cols) {
+    case 16: return {"avx512", 16, &micro_6xv<1>, &pack_a_avx2, &pack_b_avx512};
+    case 0:
+    case 32: return {"avx512", 32, &micro_6xv<2>, &pack_a_avx2, &pack_b_avx512};
+    case 48: return {"avx512", 48, &micro_6xv<3>, &pack_a_avx2, &pack_b_avx512};
+    default: return {"avx512", cols, nullptr, nullptr, nullptr};
+  }
 }
 
 }  // namespace ka::kernels::detail

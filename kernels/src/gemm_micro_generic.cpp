@@ -70,7 +70,8 @@ void pack_b_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int
   }
 }
 
-MicroKernelInfo micro_kernel_generic() {
+MicroKernelInfo micro_kernel_generic(int cols) {
+  if (cols != 0 && cols != kCols) return {"generic", cols, nullptr, nullptr, nullptr};
   return {"generic", kCols, &micro_6x16_portable, &pack_a_generic, &pack_b_generic};
 }
 

@@ -37,6 +37,11 @@ namespace ka::tuner {
 //    `trials` table at once, in its own transaction. Trials an earlier run stored for the same
 //    device, kernel version, shape and configuration (hot cache) are reused, not re-run: that
 //    is how a killed sweep resumes, and a run never stores one configuration twice.
+//    A configuration that runs exactly as one already measured on this shape (the same
+//    KernelDescriptor::canonical form: a tile taller than M, a K block deeper than K, an
+//    "auto" size that resolves to a listed one) is not run again: it gets that measurement
+//    and no row of its own (replay finds it by the same rule), and does not count against
+//    --budget. An exhaustive sweep of a small shape is mostly such configurations.
 // 3. The fastest `finalists` are re-measured, up to three rounds, until the best one's median
 //    interval lies below the runner-up's (separated at 95%); otherwise it is a tie, and among
 //    the tied configurations the default wins if it is one of them.
@@ -330,14 +335,35 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       }
       out.reused = resumed.points.size();
 
+      // Canonical form -> what its first configuration measured (Note [Tuning a shape], 2).
+      std::map<std::string, Evaluation> by_canonical;
+      const ShapeKey& shape_key = base->shape_key();
+      const auto canonical_of = [&](const LaunchConfig& point) {
+        return d.canonical ? d.canonical(shape_key, point).str() : point.str();
+      };
+      for (std::size_t j = 0; j < resumed.points.size(); ++j) {
+        if (resumed.results[j]) by_canonical.emplace(canonical_of(space.point(resumed.points[j])), resumed.results[j]);
+      }
+
       const auto start = std::chrono::steady_clock::now();
+      bool last_equivalent = false;  // the last evaluation was free (not against --budget)
       auto evaluate = [&](std::size_t i) -> Evaluation {
+        last_equivalent = false;
         const LaunchConfig& point = space.point(i);
         db::TrialRow row;
         Evaluation result;
         try {
           const auto call = ex.prepare_call(handle, c.args.data(), c.args.size(), &point);
           row = trial_row(*call, point, base->lookup_op(), o.measure.mode);
+          std::string canonical;
+          if (call->status()) {
+            canonical = canonical_of(point);
+            if (const auto same = by_canonical.find(canonical); same != by_canonical.end()) {
+              ++out.equivalent;
+              last_equivalent = true;
+              return same->second;
+            }
+          }
           if (!call->status()) {
             row.disposition = db::Disposition::kUnsupported;
             row.error = call->status().reason();
@@ -357,6 +383,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
               if (std::isfinite(m.median_ci95.half_width())) row.ci95_ns = m.median_ci95.half_width();
               row.repetitions = static_cast<std::int64_t>(m.repetitions());
               result = m.median_ns();
+              by_canonical.emplace(canonical, result);
             }
           }
         } catch (const Error& e) {
@@ -371,7 +398,8 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       };
       auto strategy = make_strategy(o.strategy, o.seed, default_point);
       History h = search(
-          space, *strategy, evaluate, Budget{o.budget, o.time_budget_s},
+          space, *strategy, evaluate,
+          Budget{o.budget, o.time_budget_s, [&](std::size_t) { return !last_equivalent; }},
           [&](std::size_t, const Evaluation&, const History& hist) {
             progress_line(o.progress, si, o.shapes.size(), shape, hist.points.size(), space.size(),
                           hist, space,
@@ -477,14 +505,31 @@ std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string&
     const auto version = static_cast<int>(groups.column_int64(3));
     const auto it = kernels_by_name.find(kernel);
     if (it == kernels_by_name.end() || it->second->version != version) continue;
-    const SearchSpace space(it->second->space);
-    const auto trials = earlier_trials(store, fp, op, key, *it->second, "hot");
+    const kernels::KernelDescriptor& d = *it->second;
+    const SearchSpace space(d.space);
+    const auto trials = earlier_trials(store, fp, op, key, d, "hot");
+    // A point the sweep did not store ran as an earlier one with its canonical form.
+    const ShapeKey shape_key = ShapeKey::parse(key);
+    std::map<std::string, Evaluation> by_canonical;
+    const auto canonical_of = [&](const LaunchConfig& point) {
+      return d.canonical ? d.canonical(shape_key, point).str() : point.str();
+    };
+    for (std::size_t i = 0; i < space.size(); ++i) {
+      const auto t = trials.find(space.point(i).str());
+      if (t != trials.end() && t->second) by_canonical.emplace(canonical_of(space.point(i)), t->second);
+    }
     std::vector<Evaluation> recorded(space.size());
     std::size_t covered = 0;
     for (std::size_t i = 0; i < space.size(); ++i) {
-      const auto t = trials.find(space.point(i).str());
-      if (t == trials.end()) break;
-      recorded[i] = t->second;
+      if (const auto t = trials.find(space.point(i).str()); t != trials.end()) {
+        recorded[i] = t->second;
+      } else if (const auto c = by_canonical.find(canonical_of(space.point(i)));
+                 c != by_canonical.end() &&
+                 d.can_run(shape_key, d.complete(shape_key, space.point(i)))) {
+        recorded[i] = c->second;
+      } else {
+        break;
+      }
       ++covered;
     }
     if (covered != space.size()) continue;  // not a complete sweep

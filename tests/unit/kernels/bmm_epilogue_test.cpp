@@ -22,7 +22,7 @@ LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int6
                     std::int64_t skinny = 0) {
   LaunchConfig c;
   c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
-  c.set("skinny", skinny).set("split_k", 1);
+  c.set("skinny", skinny).set("split_k", 1).set("micro_n", 0).set("block_m", 0);
   return c;
 }
 

@@ -43,7 +43,7 @@ LaunchConfig point(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64
                    std::int64_t skinny) {
   LaunchConfig c;
   c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
-  c.set("skinny", skinny).set("split_k", 1);
+  c.set("skinny", skinny).set("split_k", 1).set("micro_n", 0).set("block_m", 0);
   return c;
 }
 

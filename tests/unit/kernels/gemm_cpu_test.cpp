@@ -24,7 +24,7 @@ LaunchConfig config(std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int6
                     std::int64_t skinny = 0, std::int64_t split_k = 1) {
   LaunchConfig c;
   c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
-  c.set("skinny", skinny).set("split_k", split_k);
+  c.set("skinny", skinny).set("split_k", split_k).set("micro_n", 0).set("block_m", 0);
   return c;
 }
 
@@ -87,6 +87,43 @@ TEST(GemmCpu, OddShapesEveryIsaSeveralConfigs) {
                                  "x" + std::to_string(s.n) + " " + cfg.str();
         expect_matches(bias, a, b, 1.0F, 1.0F, cfg, what + " addmm");
         expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+      }
+    }
+  }
+}
+
+// The tunables micro_n (micro-tile width) and block_m (MC): every width each ISA has, A
+// blocks that cut tasks into several (and a last short one), against libtorch; a width the
+// ISA lacks is refused with the reason, not run.
+TEST(GemmCpu, EveryMicroTileWidthAndABlockHeight) {
+  at::manual_seed(11);
+  const std::vector<Shape> shapes = {{37, 53, 71}, {97, 300, 129}, {200, 7, 1}, {13, 65, 100},
+                                     {150, 129, 47}};
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    for (const std::int64_t width : {0, 16, 32, 48}) {
+      const bool has = width == 0 || width == 16 || isa == "avx512";
+      for (const std::int64_t block_m : {0, 48, 96}) {
+        for (const Shape& s : shapes) {
+          const at::Tensor a = at::rand({s.m, s.k}) * 2 - 1;
+          const at::Tensor b = at::rand({s.k, s.n}) * 2 - 1;
+          const at::Tensor bias = at::rand({s.n}) * 2 - 1;
+          LaunchConfig cfg = config(192, 64, 64, 2);
+          cfg.set("micro_n", width).set("block_m", block_m);
+          const std::string what = isa + " " + std::to_string(s.m) + "x" + std::to_string(s.k) +
+                                   "x" + std::to_string(s.n) + " " + cfg.str();
+          if (!has) {
+            at::Tensor out = at::empty({s.m, s.n});
+            const Status st = gemm_f32_cpu(mm_args(out, a, b), cfg);
+            ASSERT_FALSE(st.is_ok()) << what;
+            EXPECT_NE(st.reason().find("no micro-kernel that wide"), std::string::npos)
+                << st.reason();
+            continue;
+          }
+          expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
+          // Column-major B takes the generic packing of every width.
+          expect_matches(bias, a, b.t().contiguous().t(), 1.0F, 1.0F, cfg, what + " B col-major");
+        }
       }
     }
   }

@@ -28,21 +28,31 @@ TEST(GemmDescriptor, CpuSpaceEnumeratesOnlyValidPoints) {
   EXPECT_EQ(unique.size(), points.size());
   // Independent count over the raw candidates: every multiple-of-6 tile_m, multiple-of-32
   // tile_n, and packed B panels (tile_k x tile_n floats) of at most 2 MiB; split_k above 1
-  // only with skinny.
+  // only with skinny; block_m 0 or a multiple of 6 no taller than tile_m; the skinny path
+  // with micro_n and block_m 0 only.
   std::size_t expected = 0;
   const auto& params = d.space.params();
-  ASSERT_EQ(params.size(), 6U);
+  ASSERT_EQ(params.size(), 8U);
   ASSERT_EQ(params[4].name, "skinny");
   ASSERT_EQ(params[5].name, "split_k");
-  std::size_t skinny_split = 0;
-  for (const auto skinny : params[4].candidates) {
-    for (const auto split : params[5].candidates) skinny_split += split == 1 || skinny == 1;
-  }
+  ASSERT_EQ(params[6].name, "micro_n");
+  ASSERT_EQ(params[7].name, "block_m");
   for (const auto tm : params[0].candidates) {
     for (const auto tn : params[1].candidates) {
       for (const auto tk : params[2].candidates) {
-        const bool ok = tm % 6 == 0 && tn % 32 == 0 && tn * tk * 4 <= (2 << 20);
-        expected += ok ? params[3].candidates.size() * skinny_split : 0;
+        if (tm % 6 != 0 || tn % 32 != 0 || tn * tk * 4 > (2 << 20)) continue;
+        for (const auto skinny : params[4].candidates) {
+          for (const auto split : params[5].candidates) {
+            for (const auto micro : params[6].candidates) {
+              for (const auto bm : params[7].candidates) {
+                const bool ok = (split == 1 || skinny == 1) &&
+                                (bm == 0 || (bm % 6 == 0 && bm <= tm)) &&
+                                (skinny == 0 || (micro == 0 && bm == 0));
+                expected += ok ? params[3].candidates.size() : 0;
+              }
+            }
+          }
+        }
       }
     }
   }
@@ -53,7 +63,7 @@ TEST(GemmDescriptor, ConstraintViolationsAreNamed) {
   const auto& d = gemm_f32_cpu_descriptor();
   LaunchConfig p;
   p.set("tile_m", 10).set("tile_n", 64).set("tile_k", 64).set("threads", 1).set("skinny", 0);
-  p.set("split_k", 1);
+  p.set("split_k", 1).set("micro_n", 0).set("block_m", 0);
   const Status st = d.space.check(p);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.reason().find("tile_m % 6 == 0"), std::string::npos) << st.reason();
@@ -124,6 +134,48 @@ TEST(GemmDescriptor, DefaultPicksSkinnyForDecodeShapesOnly) {
   const ShapeKey transposed("aten::mm", {{DType::kFloat32, {1, 4096}, true},
                                          {DType::kFloat32, {4096, 4096}, false}});
   EXPECT_EQ(d.default_config(transposed).get_or("skinny", -1), 0);
+}
+
+// The canonical form (what a tuner measures once): points that differ only where the shape
+// makes no difference share one; points that run differently do not.
+TEST(GemmDescriptor, CanonicalFormMergesOnlyPointsThatRunAlike) {
+  const auto& d = gemm_f32_cpu_descriptor();
+  ASSERT_TRUE(d.canonical);
+  const auto point = [](std::int64_t tm, std::int64_t tn, std::int64_t tk, std::int64_t threads,
+                        std::int64_t micro_n = 0, std::int64_t block_m = 0,
+                        std::int64_t skinny = 0) {
+    LaunchConfig c;
+    c.set("tile_m", tm).set("tile_n", tn).set("tile_k", tk).set("threads", threads);
+    c.set("skinny", skinny).set("split_k", 1).set("micro_n", micro_n).set("block_m", block_m);
+    return c;
+  };
+  const auto same = [&](const ShapeKey& key, const LaunchConfig& a, const LaunchConfig& b) {
+    return d.canonical(key, a).str() == d.canonical(key, b).str();
+  };
+  const ShapeKey small = addmm_shape_key(8, 16, 24);
+  // Tiles taller/wider than the matrix, K blocks deeper than K: one task, one K block.
+  EXPECT_TRUE(same(small, point(12, 32, 64, 1), point(1536, 2048, 512, 1)));
+  EXPECT_FALSE(same(small, point(6, 32, 64, 1), point(12, 32, 64, 1)));
+  // Threads beyond the tasks idle: two tasks (tile_m 6 on M = 8) can use two, one cannot.
+  EXPECT_TRUE(same(small, point(12, 32, 64, 1), point(12, 32, 64, 2)));
+  EXPECT_FALSE(same(small, point(6, 32, 64, 1), point(6, 32, 64, 2)));
+  const ShapeKey deep = addmm_shape_key(37, 1000, 300);
+  EXPECT_FALSE(same(deep, point(48, 64, 64, 1), point(48, 64, 128, 1)));
+  // micro_n 0 is the ISA's own width; other widths differ where the ISA has them.
+  const std::int64_t own = gemm_cpu_isa() == "avx512" ? 32 : 16;
+  EXPECT_TRUE(same(deep, point(48, 64, 64, 1, 0), point(48, 64, 64, 1, own)));
+  if (gemm_cpu_isa() == "avx512") {
+    EXPECT_FALSE(same(deep, point(48, 64, 64, 1, 16), point(48, 64, 64, 1, 48)));
+  }
+  // block_m: every A block at least as tall as the task is the same; a shorter one cuts it.
+  EXPECT_TRUE(same(deep, point(192, 64, 64, 1, 0, 48), point(192, 64, 64, 1, 0, 96)));
+  EXPECT_TRUE(same(deep, point(192, 64, 64, 1, 0, 48), point(192, 64, 64, 1, 0, 0)));
+  const ShapeKey tall = addmm_shape_key(1024, 1024, 1024);
+  EXPECT_FALSE(same(tall, point(768, 256, 256, 1, 0, 96), point(768, 256, 256, 1, 0, 384)));
+  EXPECT_FALSE(same(tall, point(768, 256, 256, 1, 0, 96), point(768, 256, 256, 1, 0, 0)));
+  // The skinny path has no tile_m or K blocks.
+  EXPECT_TRUE(same(small, point(6, 32, 64, 1, 0, 0, 1), point(768, 32, 512, 1, 0, 0, 1)));
+  EXPECT_FALSE(same(small, point(6, 32, 64, 1, 0, 0, 1), point(6, 32, 64, 1, 0, 0, 0)));
 }
 
 TEST(GemmDescriptor, ShapeKeysAndCostModel) {

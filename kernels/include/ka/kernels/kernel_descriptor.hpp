@@ -35,6 +35,11 @@ struct KernelDescriptor {
   std::function<double(const ShapeKey& shape)> flop_count;
   /// Minimum bytes moved to and from memory by one call.
   std::function<double(const ShapeKey& shape)> byte_count;
+  /// A point of `space` reduced to what it changes for `shape` (params only): two points
+  /// with equal canonical forms run the same code over the same blocks, so a tuner measures
+  /// one of them (a tile taller than M is M; auto sizes resolved). Only asked of points
+  /// can_run accepts. Empty: every point is its own.
+  std::function<LaunchConfig(const ShapeKey& shape, const LaunchConfig& point)> canonical;
 };
 
 }  // namespace ka::kernels

@@ -59,6 +59,8 @@ struct ShapeOutcome {
                            ///< config closest to the default).
   std::size_t evaluated = 0;  ///< Configurations measured in this run.
   std::size_t reused = 0;     ///< Configurations whose trials an earlier run stored.
+  std::size_t equivalent = 0; ///< Configurations that run as one already measured (same
+                              ///< canonical form): given its result, not run or stored.
   std::size_t failed = 0;     ///< Configurations the kernel refused or that threw.
   std::size_t space = 0;      ///< Valid points of the space.
 };
