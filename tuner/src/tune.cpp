@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <optional>
 
 namespace ka::tuner {
@@ -421,9 +422,17 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       }
       std::sort(ranked.begin(), ranked.end(),
                 [&](std::size_t a, std::size_t b) { return *h.results[a] < *h.results[b]; });
-      ranked.resize(std::min<std::size_t>(ranked.size(), static_cast<std::size_t>(std::max(1, o.finalists))));
+      // Finalists have distinct canonical forms, none the default's: equivalent configs
+      // share one measurement, and timing a config against itself only measures noise
+      // (two runs of the same decode GEMM differed by 13% here).
       std::vector<std::size_t> finalists;
-      for (std::size_t j : ranked) finalists.push_back(h.points[j]);
+      std::set<std::string> taken = {canonical_of(params_of(base->default_config()))};
+      for (std::size_t j : ranked) {
+        if (finalists.size() >= static_cast<std::size_t>(std::max(1, o.finalists))) break;
+        if (taken.insert(canonical_of(space.point(h.points[j]))).second) {
+          finalists.push_back(h.points[j]);
+        }
+      }
       // The default configuration is measured with the finalists (it may not be a point of the
       // space: heuristics pick shape-specific tiles): its median is the gain's reference, and
       // it wins a tie.

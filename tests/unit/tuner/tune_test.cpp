@@ -3,6 +3,7 @@
 // for the memory-bound kernels.
 #include <ka/core/error.hpp>
 #include <ka/db/sqlite.hpp>
+#include <ka/kernels/gemm.hpp>
 #include <ka/runtime/runtime.hpp>
 #include <ka/tuner/tune.hpp>
 
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <set>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 
@@ -106,6 +109,55 @@ TEST(Tune, SoftmaxLayerNormSumAndElementwiseOps) {
   const auto dump = nlohmann::json::parse(rt.extractor().dump_extraction_context());
   EXPECT_EQ(dump["provenance"], "exact");
   rt.set_table(db::RecommendationTable());
+  std::remove(db.c_str());
+}
+
+// An exhaustive sweep of a tiny GEMM: most of the space runs as a few configurations, each
+// measured once (the rest equivalent: free, not stored); the winner is the default or runs
+// differently from it (never the default timed against itself).
+TEST(Tune, EquivalentConfigsAreMeasuredOnce) {
+  const std::string db = ::testing::TempDir() + "ka_tune_eq_" + std::to_string(::getpid()) + ".db";
+  std::remove(db.c_str());
+  TuneOptions o = tiny(db);
+  o.op = "aten::mm";
+  o.shapes = {"8x16x24"};
+  o.strategy = "exhaustive";
+  o.budget = 0;
+  o.measure.budget_s = 0.002;
+  o.threads = 1;
+  const auto out = tune(o);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out[0].evaluated + out[0].equivalent, out[0].space);
+  EXPECT_GT(out[0].equivalent, out[0].space / 2) << "tiles beyond 8 x 24 all run alike";
+  const auto& d = kernels::gemm_f32_cpu_descriptor();
+  const ShapeKey key = ShapeKey::parse(out[0].shape_key);
+  const std::string def = params_str(params_of(d.default_config(key)));
+  {
+    db::Connection c(db, db::Connection::Mode::kReadOnly);
+    EXPECT_EQ(count(c, "SELECT COUNT(*) FROM trials"), static_cast<std::int64_t>(out[0].evaluated));
+    // Every stored ok trial has its own canonical form.
+    auto st = c.prepare("SELECT config FROM trials WHERE disposition = 'ok'");
+    std::set<std::string> forms;
+    std::size_t ok = 0;
+    while (st.step()) {
+      const LaunchConfig point = LaunchConfig::parse(st.column_text(0));
+      forms.insert(d.canonical(key, point).str());
+      ++ok;
+    }
+    EXPECT_EQ(forms.size(), ok);
+  }
+  if (out[0].best_config != def) {
+    LaunchConfig best;  // "name=value name=value ..."
+    std::istringstream words(out[0].best_config);
+    for (std::string word; words >> word;) {
+      const auto eq = word.find('=');
+      best.set(word.substr(0, eq), std::stoll(word.substr(eq + 1)));
+    }
+    EXPECT_NE(d.canonical(key, best).str(), d.canonical(key, params_of(d.default_config(key))).str())
+        << out[0].best_config << " runs as the default " << def;
+  } else {
+    EXPECT_DOUBLE_EQ(out[0].gain, 1.0);
+  }
   std::remove(db.c_str());
 }
 
