@@ -309,6 +309,7 @@ History search(const SearchSpace& space, Strategy& strategy,
     h.results.push_back(r);
     if (!budget.counts || budget.counts(*p)) ++evaluations;
     if (on_result) on_result(*p, r, h);
+    if (budget.done && budget.done(h)) break;
   }
   return h;
 }
@@ -323,19 +324,18 @@ std::size_t evaluations_to_reach(const SearchSpace& space, Strategy& strategy,
   }
   if (!std::isfinite(best)) return space.size() + 1;
   const double goal = best * (1.0 + tolerance);
-  // The search, stopped at the first point within the goal (the rest would not change the
+  // The search stops at the first point within the goal (the rest would not change the
   // answer, and a model strategy's proposals grow with the history).
-  History h;
-  while (h.points.size() < space.size()) {
-    const std::optional<std::size_t> p = strategy.next(space, h);
-    if (!p) break;
-    KA_ASSERT(*p < space.size() && !h.evaluated(*p), strategy.name(), " proposed point ", *p,
-              " twice or out of range");
-    h.points.push_back(*p);
-    h.results.push_back(recorded[*p]);
-    if (recorded[*p] && *recorded[*p] <= goal) return h.points.size();
-  }
-  return space.size() + 1;
+  std::size_t needed = space.size() + 1;
+  Budget budget{space.size(), 1e300};
+  budget.done = [&](const History& h) {
+    const Evaluation& r = h.results.back();
+    if (!r || *r > goal) return false;
+    needed = h.points.size();
+    return true;
+  };
+  search(space, strategy, [&](std::size_t i) { return recorded[i]; }, budget);
+  return needed;
 }
 
 }  // namespace ka::tuner

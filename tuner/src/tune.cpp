@@ -9,6 +9,7 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/cuda_limits.hpp>
+#include <ka/profiler/statistics.hpp>
 #include <ka/tuner/search.hpp>
 #include <ka/tuner/tune.hpp>
 
@@ -59,8 +60,8 @@ namespace ka::tuner {
 // the default only if it was faster in at least kFinalWins of the rounds (a one-sided sign
 // test: 7 of 8 by chance has p = 9/256 < 0.05), and it is "separated" when it beat the
 // runner-up as often; otherwise the default stays (a tie).
-constexpr int kFinalRounds = 8;
-constexpr int kFinalWins = 7;
+constexpr std::size_t kFinalRounds = 8;
+constexpr std::size_t kFinalWins = 7;
 
 namespace {
 
@@ -231,6 +232,13 @@ db::TrialRow trial_row(const extractor::PreparedCall& call, const LaunchConfig& 
   return row;
 }
 
+// `point`'s canonical form for `shape` as text (KernelDescriptor::canonical; the point itself
+// for a kernel without one): equal texts run alike (Note [Tuning a shape], 2).
+std::string canonical_form(const kernels::KernelDescriptor& d, const ShapeKey& shape,
+                           const LaunchConfig& point) {
+  return d.canonical ? d.canonical(shape, point).str() : point.str();
+}
+
 // Trials stored earlier for this device, kernel version and shape: config text → median
 // (nullopt for a configuration that did not run ok).
 std::map<std::string, Evaluation> earlier_trials(db::ResultsStore& store, const std::string& fp,
@@ -351,9 +359,8 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
 
       // Canonical form -> what its first configuration measured (Note [Tuning a shape], 2).
       std::map<std::string, Evaluation> by_canonical;
-      const ShapeKey& shape_key = base->shape_key();
       const auto canonical_of = [&](const LaunchConfig& point) {
-        return d.canonical ? d.canonical(shape_key, point).str() : point.str();
+        return canonical_form(d, base->shape_key(), point);
       };
       for (std::size_t j = 0; j < resumed.points.size(); ++j) {
         if (resumed.results[j]) by_canonical.emplace(canonical_of(space.point(resumed.points[j])), resumed.results[j]);
@@ -461,27 +468,22 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       profiler::MeasureOptions round_options = o.measure;
       round_options.budget_s = o.measure.budget_s / 4;
       std::vector<std::vector<double>> medians(calls.size());
-      for (int round = 0; round < kFinalRounds; ++round) {
+      for (std::size_t round = 0; round < kFinalRounds; ++round) {
         for (std::size_t j = 0; j < calls.size(); ++j) {
-          const std::size_t e = (j + static_cast<std::size_t>(round)) % calls.size();
+          const std::size_t e = (j + round) % calls.size();
           medians[e].push_back(time_call(*calls[e], round_options).median_ns());
         }
       }
-      const auto median_of = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        const std::size_t half = v.size() / 2;
-        return v.size() % 2 == 1 ? v[half] : 0.5 * (v[half - 1] + v[half]);
-      };
       // gain[e]: the median over rounds of the default's time / e's time in the same round.
       std::vector<double> gain(calls.size(), 1.0);
       for (std::size_t e = 1; e < calls.size(); ++e) {
         std::vector<double> ratios;
-        for (int r = 0; r < kFinalRounds; ++r) ratios.push_back(medians[0][static_cast<std::size_t>(r)] / medians[e][static_cast<std::size_t>(r)]);
-        gain[e] = median_of(ratios);
+        for (std::size_t r = 0; r < kFinalRounds; ++r) ratios.push_back(medians[0][r] / medians[e][r]);
+        gain[e] = profiler::summarize(ratios).median;
       }
       const auto wins = [&](std::size_t a, std::size_t b) {
-        int n = 0;
-        for (int r = 0; r < kFinalRounds; ++r) n += medians[a][static_cast<std::size_t>(r)] < medians[b][static_cast<std::size_t>(r)];
+        std::size_t n = 0;
+        for (std::size_t r = 0; r < kFinalRounds; ++r) n += medians[a][r] < medians[b][r] ? 1 : 0;
         return n;
       };
       std::vector<std::size_t> order(calls.size());
@@ -496,8 +498,8 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       }
       const LaunchConfig chosen = configs[winner];
       out.best_config = params_str(chosen);
-      out.best_median_ns = median_of(medians[winner]);
-      out.default_median_ns = median_of(medians[0]);
+      out.best_median_ns = profiler::summarize(medians[winner]).median;
+      out.default_median_ns = profiler::summarize(medians[0]).median;
       out.gain = gain[winner];
 
       db::Recommendation rec;
@@ -552,7 +554,7 @@ std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string&
     const ShapeKey shape_key = ShapeKey::parse(key);
     std::map<std::string, Evaluation> by_canonical;
     const auto canonical_of = [&](const LaunchConfig& point) {
-      return d.canonical ? d.canonical(shape_key, point).str() : point.str();
+      return canonical_form(d, shape_key, point);
     };
     for (std::size_t i = 0; i < space.size(); ++i) {
       const auto t = trials.find(space.point(i).str());

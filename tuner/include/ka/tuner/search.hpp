@@ -91,7 +91,10 @@ struct Budget {
   double max_seconds = std::numeric_limits<double>::infinity();
   /// Asked after each evaluation: whether it counts against max_evaluations (empty: all do).
   /// ka-tune's evaluations of a configuration equivalent to one measured do not.
-  std::function<bool(std::size_t point)> counts;
+  std::function<bool(std::size_t point)> counts = {};
+  /// Asked after each evaluation, with the history including it: true ends the search there
+  /// (replay: a point within the goal was found). Empty: never.
+  std::function<bool(const History& history)> done = {};
 };
 
 /// Runs `strategy` until it stops or the budget ends; `evaluate` measures a point (and may
