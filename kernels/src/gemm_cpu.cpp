@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -55,10 +56,19 @@ bool cpu_can_run(const std::string& isa) {
   return false;
 }
 
+// ISA family `isa`'s micro-kernel `cols` wide (the tunable micro_n; 0: the ISA's default);
+// `fn` is null where the ISA has none that wide. Any name but avx512 and avx2 is the portable
+// kernel.
+detail::MicroKernelInfo micro_kernel_of(std::string_view isa, int cols) {
+  if (isa == "avx512") return detail::micro_kernel_avx512(cols);
+  if (isa == "avx2") return detail::micro_kernel_avx2(cols);
+  return detail::micro_kernel_generic(cols);
+}
+
 const detail::MicroKernelInfo& micro_kernel_for(const std::string& isa) {
-  static const detail::MicroKernelInfo avx512 = detail::micro_kernel_avx512(0);
-  static const detail::MicroKernelInfo avx2 = detail::micro_kernel_avx2(0);
-  static const detail::MicroKernelInfo generic = detail::micro_kernel_generic(0);
+  static const detail::MicroKernelInfo avx512 = micro_kernel_of("avx512", 0);
+  static const detail::MicroKernelInfo avx2 = micro_kernel_of("avx2", 0);
+  static const detail::MicroKernelInfo generic = micro_kernel_of("generic", 0);
   if (isa == "avx512") return avx512;
   if (isa == "avx2") return avx2;
   return generic;
@@ -88,14 +98,9 @@ detail::MicroKernelInfo active_micro_kernel() {
   return automatic_micro_kernel();
 }
 
-// The active ISA's micro-kernel `cols` wide (the tunable micro_n; 0: the ISA's default);
-// `fn` is null where the ISA has none that wide.
+// The active ISA's micro-kernel `cols` wide (micro_kernel_of).
 detail::MicroKernelInfo micro_kernel_of_width(std::int64_t cols) {
-  const detail::MicroKernelInfo active = active_micro_kernel();
-  const auto w = static_cast<int>(cols);
-  if (std::strcmp(active.isa, "avx512") == 0) return detail::micro_kernel_avx512(w);
-  if (std::strcmp(active.isa, "avx2") == 0) return detail::micro_kernel_avx2(w);
-  return detail::micro_kernel_generic(w);
+  return micro_kernel_of(active_micro_kernel().isa, static_cast<int>(cols));
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -488,7 +493,8 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   // 2048 columns: a task reads each row of B as one stream across its columns, and 256-column
   // tasks read it at 23 GB/s where 1024-2048 read 30 (1 x 4096 x 4096, one Zen 5 core).
   // Few flops can still be a long read of B (1 x 16384 x 64: 2 MFLOP, 4 MiB of B).
-  const bool long_read = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0 >= 1 << 20;
+  const double b_bytes = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0;
+  const bool long_read = b_bytes >= 1 << 20;
   if (skinny_ok && s.m <= detail::kSkinnyMaxRows && (!tiny || long_read) &&
       detail::avx512_active()) {
     point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
@@ -500,7 +506,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
     // partials fit the launch's scratch (Note [Split K]). Two threads, one Zen 5 core each:
     // 1 x 65536 x 64 (16 MiB) 0.245 -> 0.138 ms, 2 x 262144 x 32 1.25 -> 0.68 ms; at
     // 1 x 16384 x 64 (4 MiB, in L3) waking the second thread cost more (0.063 -> 0.070 ms).
-    const bool long_b = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0 >= 8 << 20;
+    const bool long_b = b_bytes >= 8 << 20;
     std::int64_t parts = 1;
     while (ceil_div(s.n, cols) == 1 && long_b && parts * 2 <= std::min<std::int64_t>(hw, 8) &&
            s.m * s.n * (parts * 2 - 1) <= kSplitFloats) {
