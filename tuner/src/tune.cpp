@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <set>
@@ -293,6 +295,18 @@ kernels::TunableSpace threads_at_most(const kernels::TunableSpace& space, int li
   return kernels::TunableSpace(std::move(params), space.constraints());
 }
 
+// Note [Stopping after N trials for tests]
+// KA_TEST_STOP_AFTER_TRIALS=N makes ka-tune stop itself (SIGSTOP) right after storing its N-th
+// trial, so a test can kill it at a known point of the sweep instead of racing the machine's
+// speed (tests/cli/ka_tune_cli_test.sh, resume_after_kill). Unset, it costs one comparison.
+void stop_for_tests_after(std::size_t stored) {
+  static const long stop_at = [] {
+    const char* v = std::getenv("KA_TEST_STOP_AFTER_TRIALS");
+    return v != nullptr ? std::strtol(v, nullptr, 10) : 0L;
+  }();
+  if (stop_at > 0 && stored == static_cast<std::size_t>(stop_at)) std::raise(SIGSTOP);
+}
+
 }  // namespace
 
 LaunchConfig params_of(const LaunchConfig& config) {
@@ -324,6 +338,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
   db::RunInfo info = db::run_info(fp, "ka-tune", o.command_line);
   info.suite = "";
   const std::int64_t run = store.begin_run(info);
+  std::size_t stored_here = 0;  // trials this process stored
   std::vector<ShapeOutcome> outcomes;
   try {
     for (std::size_t si = 0; si < o.shapes.size(); ++si) {
@@ -415,6 +430,7 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
         if (!result) ++out.failed;
         ++out.evaluated;
         store.add_trials(run, {row});  // one transaction: a kill loses at most this trial
+        stop_for_tests_after(++stored_here);
         return result;
       };
       auto strategy = make_strategy(o.strategy, o.seed, default_point);
