@@ -87,6 +87,15 @@ DeviceFingerprint cpu_fingerprint() {
     if (level == "2") fp.l2_bytes = size;
     if (level == "3") fp.l3_bytes = size;
   }
+  // Some virtual machines have no sysfs cache folder: take L1d and L2 from CPUID through
+  // glibc. Not L3: where sysfs is missing, CPUID's L3 was seen to be garbage (508 MiB on a
+  // 2-core Zen 5 guest), and an unknown L3 (0) gets the users' own defaults.
+  const auto cpuid_size = [](int name) {
+    const long bytes = sysconf(name);
+    return bytes > 0 ? static_cast<std::int64_t>(bytes) : std::int64_t{0};
+  };
+  if (fp.l1d_bytes == 0) fp.l1d_bytes = cpuid_size(_SC_LEVEL1_DCACHE_SIZE);
+  if (fp.l2_bytes == 0) fp.l2_bytes = cpuid_size(_SC_LEVEL2_CACHE_SIZE);
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0) {
