@@ -143,6 +143,7 @@ struct SkinnyJob {
   Epilogue epilogue;
   GemmShape shape;
   detail::SkinnyArgs operands;
+  detail::SkinnyColumns columns;  ///< the active ISA's skinny path
   std::int64_t cols;
   std::int64_t k_parts;  ///< split_k: K parts run as blocks of one launch (Note [Split K])
 };
@@ -295,10 +296,6 @@ Status check_gemm_point(const KernelDescriptor& d, const GemmShape& s, std::int6
                         bool mat2_row_major, const LaunchConfig& config) {
   if (Status st = d.space.check(config); !st) return st;
   if (config.get_or("skinny", 0) == 1) {
-    if (!detail::avx512_active()) {
-      return Status::unsupported("skinny=1 needs the AVX-512 path; this process uses " +
-                                 gemm_cpu_isa());
-    }
     if (!mat2_row_major) {
       return Status::unsupported("skinny=1 needs mat2 with unit column stride (row-major)");
     }
@@ -435,7 +432,7 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
           {"tile_k", {64, 128, 256, 384, 512}, "depth of the packed A/B panels (K block)"},
           {"threads", threads, "worker threads running the tiles"},
           {"skinny", {0, 1},
-           "1: stream B unpacked, tile_n columns per task (decode shapes; AVX-512, row-major B)"},
+           "1: stream B unpacked, tile_n columns per task (decode shapes, row-major B)"},
           {"split_k", {1, 2, 4, 8},
            "skinny: K parts run in parallel, partials added in order (one column task, narrow N)"},
           {"micro_n", {0, 16, 32, 48},
@@ -495,8 +492,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   // Few flops can still be a long read of B (1 x 16384 x 64: 2 MFLOP, 4 MiB of B).
   const double b_bytes = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0;
   const bool long_read = b_bytes >= 1 << 20;
-  if (skinny_ok && s.m <= detail::kSkinnyMaxRows && (!tiny || long_read) &&
-      detail::avx512_active()) {
+  if (skinny_ok && s.m <= detail::kSkinnyMaxRows && (!tiny || long_read)) {
     point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
     std::int64_t cols = 64;  // a power of two, like the tunable's candidates
     while (cols < 2048 && cols < ceil_div(n, hw)) cols *= 2;
@@ -523,8 +519,9 @@ KernelDescriptor make_cpu_descriptor() {
   d.name = "gemm_f32_blocked";
   // 2: adds the skinny-M path (tunable `skinny`). 3: tiles are tasks packing B once per K
   // block and A per L2 block of rows (tile_m no longer sizes the A block). 4: split_k.
-  // 5: micro_n and block_m.
-  d.version = 5;
+  // 5: micro_n and block_m. 6: the skinny path (and split_k) on every ISA, no longer AVX-512
+  // only.
+  d.version = 6;
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -601,6 +598,14 @@ KernelDescriptor make_bmm_descriptor() {
 
 std::string gemm_cpu_isa() { return active_micro_kernel().isa; }
 
+std::vector<std::int64_t> gemm_cpu_micro_widths() {
+  std::vector<std::int64_t> widths;
+  for (int cols = 1; cols <= detail::kMaxMicroCols; ++cols) {
+    if (micro_kernel_of_width(cols).fn != nullptr) widths.push_back(cols);
+  }
+  return widths;
+}
+
 bool detail::avx512_active() {
   if (const auto* forced = g_forced.load(std::memory_order_acquire)) {
     return std::strcmp(forced->isa, "avx512") == 0;
@@ -647,7 +652,7 @@ const float* skinny_products(const SkinnyJob& job, std::int64_t k0, std::int64_t
     part.k = k1 - k0;
     part.c = tile.data();
     part.ldc = ld;
-    detail::skinny_columns_avx512(part, j0, j1);
+    job.columns(part, j0, j1);
   }
   return tile.data();
 }
@@ -757,6 +762,7 @@ Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
                                       args.mat2.stride(0), args.out.data_as<float>(),
                                       args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
                                       args.alpha};
+    job.columns = active_micro_kernel().skinny;
     job.cols = config.get_or("tile_n", 256);
     job.k_parts = config.get_or("split_k", 1);
     if (job.k_parts > 1) {

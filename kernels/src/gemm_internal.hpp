@@ -34,13 +34,21 @@ using PackB = void (*)(const float* src, std::int64_t s0, std::int64_t s1, std::
 /// Floats a PackA may write past the packed block (buffers are that much longer).
 constexpr std::int64_t kPackSlack = 8;
 
-/// A micro-kernel and the packing routines of its ISA.
+struct SkinnyArgs;
+/// C[:, 0:col_end-col_begin] += alpha * A @ B[:, col_begin:col_end] for M <= kSkinnyMaxRows
+/// (s.c points at the output of column col_begin), streaming B unpacked (Note [Skinny rows in
+/// one pass]).
+using SkinnyColumns = void (*)(const SkinnyArgs& s, std::int64_t col_begin,
+                               std::int64_t col_end);
+
+/// A micro-kernel, the packing routines of its ISA and the ISA's skinny-M (decode) path.
 struct MicroKernelInfo {
   const char* isa;
   int cols;  ///< nr
   MicroKernel fn;
   PackA pack_a;
   PackB pack_b;
+  SkinnyColumns skinny;
 };
 
 /// An ISA's micro-kernel `cols` wide (the tunable micro_n); 0 gives the ISA's default width
@@ -79,9 +87,36 @@ struct SkinnyArgs {
 /// registers).
 constexpr int kSkinnyMaxRows = 16;
 
-/// C[:, 0:col_end-col_begin] += alpha * A @ B[:, col_begin:col_end] for M <= kSkinnyMaxRows
-/// (s.c points at the output of column col_begin), streaming B unpacked (AVX-512 only).
+/// Each ISA's skinny path (SkinnyColumns): AVX-512 (-mavx512f), AVX2 (-mavx2 -mfma) and the
+/// portable loops; call an ISA's only on a CPU that has it.
 void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
+void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
+void skinny_columns_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
+/// Rows of B a skinny pass reads before the next (every row of A is applied to each of them
+/// while its vectors are in registers).
+constexpr std::int64_t kSkinnyRowsPerPass = 8;
+
+/// The skinny path's passes, shared by the ISAs: for each block of kSkinnyRowsPerPass rows of
+/// B, A's block is copied k-major into `ap` (ap[k * m + r] = A[r, k0 + k], so a strip's
+/// broadcasts share one pointer) and `strips(ap, kb, b, next)` applies it to B's rows
+/// [k0, k0 + kb) starting at `b`; `next` is the next pass's first row (to prefetch during this
+/// one), null when no full pass follows.
+template <typename Strips>
+inline void for_each_skinny_pass(const SkinnyArgs& s, Strips&& strips) {
+  alignas(64) float ap[kSkinnyRowsPerPass * kSkinnyMaxRows];
+  for (std::int64_t k0 = 0; k0 < s.k; k0 += kSkinnyRowsPerPass) {
+    const std::int64_t kb = s.k - k0 < kSkinnyRowsPerPass ? s.k - k0 : kSkinnyRowsPerPass;
+    for (std::int64_t k = 0; k < kb; ++k) {
+      for (std::int64_t r = 0; r < s.m; ++r) {
+        ap[k * s.m + r] = s.a[r * s.a_row_stride + (k0 + k) * s.a_col_stride];
+      }
+    }
+    const float* b = s.b + k0 * s.ldb;
+    const bool more = k0 + kb + kSkinnyRowsPerPass <= s.k;
+    strips(static_cast<const float*>(ap), kb, b,
+           more ? b + kSkinnyRowsPerPass * s.ldb : nullptr);
+  }
+}
 
 /// Where the bias comes from once broadcast to [M, N]: element (i, j) is at
 /// data[i * row_stride + j * col_stride]. `data` is null when there is no bias term.

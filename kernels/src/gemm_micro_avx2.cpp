@@ -108,9 +108,44 @@ void pack_a_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
   }
 }
 
+namespace {
+
+// B's slivers with unit-stride rows: nr / 8 vector copies per k; a partial sliver's masked
+// loads read only its columns and fill the rest with zeros (the generic packing's
+// std::copy + std::fill per k cost a call per 64 bytes).
+void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
+                 std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
+                 float* dst) {
+  if (s1 != 1 || nr % 8 != 0) {
+    pack_b_generic(src, s0, s1, k0, kb, col0, cols, nr, dst);
+    return;
+  }
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (std::int64_t s = 0; s * nr < cols; ++s) {
+    float* out = dst + s * nr * kb;
+    const float* in = src + k0 * s0 + col0 + s * nr;
+    const std::int64_t width = std::min(nr, cols - s * nr);
+    for (std::int64_t v = 0; v * 8 < nr; ++v) {
+      const auto live = static_cast<int>(std::clamp<std::int64_t>(width - v * 8, 0, 8));
+      float* o = out + v * 8;
+      const float* i = in + v * 8;
+      if (live == 8) {
+        for (std::int64_t k = 0; k < kb; ++k) _mm256_storeu_ps(o + k * nr, _mm256_loadu_ps(i + k * s0));
+      } else {
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(live), index);
+        for (std::int64_t k = 0; k < kb; ++k) {
+          _mm256_storeu_ps(o + k * nr, _mm256_maskload_ps(i + k * s0, mask));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 MicroKernelInfo micro_kernel_avx2(int cols) {
-  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr};
-  return {"avx2", 16, &micro_6x16, &pack_a_avx2, &pack_b_generic};
+  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr, nullptr};
+  return {"avx2", 16, &micro_6x16, &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2};
 }
 
 }  // namespace ka::kernels::detail

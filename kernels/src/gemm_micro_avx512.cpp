@@ -87,11 +87,11 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
 
 MicroKernelInfo micro_kernel_avx512(int cols) {
   switch (cols) {
-    case 16: return {"avx512", 16, &micro_6xv<1>, &pack_a_avx2, &pack_b_avx512};
+    case 16: return {"avx512", 16, &micro_6xv<1>, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512};
     case 0:
-    case 32: return {"avx512", 32, &micro_6xv<2>, &pack_a_avx2, &pack_b_avx512};
-    case 48: return {"avx512", 48, &micro_6xv<3>, &pack_a_avx2, &pack_b_avx512};
-    default: return {"avx512", cols, nullptr, nullptr, nullptr};
+    case 32: return {"avx512", 32, &micro_6xv<2>, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512};
+    case 48: return {"avx512", 48, &micro_6xv<3>, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512};
+    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr};
   }
 }
 

@@ -70,9 +70,33 @@ void pack_b_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int
   }
 }
 
+// The portable skinny path: each row of A over a strip of kStrip columns of the pass's rows of
+// B (Note [Skinny rows in one pass]); the strip (kSkinnyRowsPerPass x kStrip floats) stays in
+// L1 while the rows take their turns, so B is read from memory once.
+void skinny_columns_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
+  constexpr std::int64_t kStrip = 64;
+  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
+                              const float* /*next*/) {
+    for (std::int64_t j = col_begin; j < col_end; j += kStrip) {
+      const std::int64_t w = std::min(kStrip, col_end - j);
+      for (std::int64_t r = 0; r < s.m; ++r) {
+        float acc[kStrip] = {};
+        for (std::int64_t k = 0; k < kb; ++k) {
+          const float ar = ap[k * s.m + r];
+          const float* brow = b + k * s.ldb + j;
+          for (std::int64_t q = 0; q < w; ++q) acc[q] += ar * brow[q];
+        }
+        float* c = s.c + r * s.ldc + (j - col_begin);
+        for (std::int64_t q = 0; q < w; ++q) c[q] += s.alpha * acc[q];
+      }
+    }
+  });
+}
+
 MicroKernelInfo micro_kernel_generic(int cols) {
-  if (cols != 0 && cols != kCols) return {"generic", cols, nullptr, nullptr, nullptr};
-  return {"generic", kCols, &micro_6x16_portable, &pack_a_generic, &pack_b_generic};
+  if (cols != 0 && cols != kCols) return {"generic", cols, nullptr, nullptr, nullptr, nullptr};
+  return {"generic", kCols, &micro_6x16_portable, &pack_a_generic, &pack_b_generic,
+          &skinny_columns_generic};
 }
 
 }  // namespace ka::kernels::detail

@@ -15,16 +15,15 @@ namespace ka::kernels::detail {
 namespace {
 
 // Note [Skinny rows in one pass]
-// A decode GEMM's cost is reading B once. The first version ran each group of 6 rows of A over
-// a strip of B (64 columns x tile_k rows), sweeping the strip down K before the next strip:
-// every row of a strip was a new page (B's rows 16 KiB apart at N = 4096), so one Zen 5 core
-// read B at 12 GB/s where it streams 40, and the strip's rows all fell in 16 of the L2's sets,
-// so M = 16 read it three times (2.9 GB/s). Now B is read along its rows: kRowsPerPass rows
-// at a time, each as a contiguous stream across the task's columns, every row of A applied
-// to each vector of B as it arrives (R rows x V vectors of 16 columns in registers, R x V <=
-// 16: M <= 4 takes 64 columns per step, <= 8 takes 32, <= 16 takes 16); C (M x the task's
-// columns) stays in L1/L2 between passes.
-constexpr std::int64_t kRowsPerPass = 8;
+// A decode GEMM's cost is reading B once. Sweeping a narrow strip of B down K before the next
+// strip makes every row of the strip a new page (B's rows are 16 KiB apart at N = 4096), and
+// the strip's rows all fall in a few of the L2's sets, so a group of rows that revisits it
+// reads it from memory again. So B is read along its rows: kSkinnyRowsPerPass rows at a time
+// (for_each_skinny_pass), each as a contiguous stream across the task's columns, every row of
+// A applied to each vector of B as it arrives; C (M x the task's columns) stays in L1/L2
+// between passes. AVX-512 holds R rows x V vectors of 16 columns in registers, R x V <= 16
+// (M <= 4 takes 64 columns per step, <= 8 takes 32, <= 16 takes 16); AVX2 has half the
+// registers, half as wide (gemm_skinny_avx2.cpp).
 #ifndef KA_SKINNY_HINT
 #define KA_SKINNY_HINT _MM_HINT_T1
 #endif
@@ -112,22 +111,13 @@ void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
   const StripFn strip = kStrips[static_cast<std::size_t>(s.m - 1)];
   const std::int64_t width = strip_width(s.m);
-  alignas(64) float ap[kRowsPerPass * kSkinnyMaxRows];
-  for (std::int64_t k0 = 0; k0 < s.k; k0 += kRowsPerPass) {
-    const std::int64_t kb = std::min(kRowsPerPass, s.k - k0);
-    for (std::int64_t k = 0; k < kb; ++k) {
-      for (std::int64_t r = 0; r < s.m; ++r) {
-        ap[k * s.m + r] = s.a[r * s.a_row_stride + (k0 + k) * s.a_col_stride];
-      }
-    }
-    const float* b = s.b + k0 * s.ldb;
-    // The next pass's rows (the same columns, kRowsPerPass rows on), fetched during this one.
-    const bool more = k0 + kb + kRowsPerPass <= s.k;
+  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
+                              const float* next) {
     for (std::int64_t j = col_begin; j < col_end; j += width) {
-      strip(ap, b + j, more ? b + kRowsPerPass * s.ldb + j : nullptr, s.ldb,
-            s.c + (j - col_begin), s.ldc, std::min(width, col_end - j), kb, s.alpha);
+      strip(ap, b + j, next != nullptr ? next + j : nullptr, s.ldb, s.c + (j - col_begin),
+            s.ldc, std::min(width, col_end - j), kb, s.alpha);
     }
-  }
+  });
 }
 
 }  // namespace ka::kernels::detail

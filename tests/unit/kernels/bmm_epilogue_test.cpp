@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
@@ -79,9 +80,19 @@ TEST(BmmCpu, DescriptorAndItsSpace) {
   expect_close(run_bmm(a, b, def), want, 70, "default " + def.str());
   const auto points = d.space.enumerate();
   ASSERT_FALSE(points.empty());
+  // Every sampled point runs, except a micro-tile width this ISA path lacks: that one is
+  // refused with the reason.
+  const std::vector<std::int64_t> widths = gemm_cpu_micro_widths();
   for (std::size_t i = 0; i < points.size(); i += std::max<std::size_t>(1, points.size() / 12)) {
     EXPECT_EQ(points[i].get_or("skinny", -1), 0);
     const LaunchConfig full = d.complete(key, points[i]);
+    const std::int64_t width = full.get_or("micro_n", 0);
+    if (width != 0 && std::find(widths.begin(), widths.end(), width) == widths.end()) {
+      const Status st = d.can_run(key, full);
+      ASSERT_FALSE(st.is_ok()) << full.str();
+      EXPECT_NE(st.reason().find("no micro-kernel that wide"), std::string::npos) << st.reason();
+      continue;
+    }
     ASSERT_TRUE(d.can_run(key, full).is_ok()) << full.str();
     expect_close(run_bmm(a, b, full), want, 70, full.str());
   }
@@ -149,11 +160,9 @@ TEST(GemmEpilogue, EveryActivationMatchesAten) {
     const at::Tensor b0 = at::randn({0, 71});
     expect_close(run_addmm(bias, a0, b0, e, config(6, 32, 64, 1)), act(at::addmm(bias, a0, b0)), 0,
                  what + " K = 0");
-    if (cpu_isa_level() == "avx512" && gemm_cpu_isa() == "avx512") {
-      const at::Tensor a3 = a.slice(0, 0, 3);
-      expect_close(run_addmm(bias, a3, b, e, config(6, 64, 128, 2, 1)), act(at::addmm(bias, a3, b)),
-                   300, what + " skinny");
-    }
+    const at::Tensor a3 = a.slice(0, 0, 3);
+    expect_close(run_addmm(bias, a3, b, e, config(6, 64, 128, 2, 1)), act(at::addmm(bias, a3, b)),
+                 300, what + " skinny");
   }
   EXPECT_STREQ(to_string(Epilogue::kGeluTanh), "gelu_tanh");
 }

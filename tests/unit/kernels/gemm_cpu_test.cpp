@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -101,8 +102,11 @@ TEST(GemmCpu, EveryMicroTileWidthAndABlockHeight) {
                                      {150, 129, 47}};
   for (const std::string& isa : runnable_isas()) {
     IsaGuard guard(isa);
+    const std::vector<std::int64_t> widths = gemm_cpu_micro_widths();
+    ASSERT_FALSE(widths.empty()) << isa;
     for (const std::int64_t width : {0, 16, 32, 48}) {
-      const bool has = width == 0 || width == 16 || isa == "avx512";
+      const bool has =
+          width == 0 || std::find(widths.begin(), widths.end(), width) != widths.end();
       for (const std::int64_t block_m : {0, 48, 96}) {
         for (const Shape& s : shapes) {
           const at::Tensor a = at::rand({s.m, s.k}) * 2 - 1;
@@ -265,56 +269,62 @@ TEST(GemmCpu, InvalidConfigIsAStatusNotACrash) {
 }
 
 TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
-  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only; CPU: " << cpu_isa_level();
   at::manual_seed(8);
-  // Rows 1..16 cover every strip width (64 columns up to 4 rows, 32 up to 8, 16 up to 16)
+  // Rows 1..16 cover every strip width and row grouping (AVX-512: 64 columns up to 4 rows, 32
+  // up to 8, 16 up to 16; AVX2: 32 columns up to 2 rows, then groups of up to 6 rows over 16)
   // and odd row counts; N covers strip and task tails (masked vectors); K covers tails of the
   // 8-row passes (the next pass's prefetch stops before the end).
-  for (const Shape& s : std::vector<Shape>{{1, 1, 1}, {1, 300, 70}, {2, 513, 129}, {4, 9, 200},
-                                           {5, 64, 64}, {6, 7, 1000}, {7, 260, 33},
-                                           {8, 33, 95}, {9, 17, 47}, {13, 1000, 96},
-                                           {16, 257, 300}}) {
-    const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
-    const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
-    const at::Tensor bias = at::rand({s.n});
-    for (const LaunchConfig& cfg : {config(6, 64, 256, 2, 1), config(6, 32, 64, 1, 1),
-                                    config(6, 512, 128, 4, 1)}) {
-      const std::string what = "skinny " + std::to_string(s.m) + "x" + std::to_string(s.k) +
-                               "x" + std::to_string(s.n) + " " + cfg.str();
-      expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
-      expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
-      // A may have any strides: a transposed view.
-      expect_matches(bias, a.t().contiguous().t(), b, 1.0F, 1.0F, cfg, what + " A column-major");
+  const std::vector<Shape> shapes = {{1, 1, 1},    {1, 300, 70},  {2, 513, 129},  {3, 40, 45},
+                                     {4, 9, 200},  {5, 64, 64},   {6, 7, 1000},   {7, 260, 33},
+                                     {8, 33, 95},  {9, 17, 47},   {12, 20, 17},   {13, 1000, 96},
+                                     {16, 257, 300}};
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    for (const Shape& s : shapes) {
+      const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
+      const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
+      const at::Tensor bias = at::rand({s.n});
+      for (const LaunchConfig& cfg :
+           {config(6, 64, 256, 2, 1), config(6, 32, 64, 1, 1), config(6, 512, 128, 4, 1)}) {
+        const std::string what = isa + " skinny " + std::to_string(s.m) + "x" +
+                                 std::to_string(s.k) + "x" + std::to_string(s.n) + " " + cfg.str();
+        expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
+        expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+        // A may have any strides: a transposed view.
+        expect_matches(bias, a.t().contiguous().t(), b, 1.0F, 1.0F, cfg, what + " A column-major");
+      }
     }
   }
 }
 
 TEST(GemmCpu, SplitKMatchesLibtorchOnEveryThreadCount) {
-  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
   at::manual_seed(9);
   // Narrow N with a long K (one column task), K not a multiple of the parts, parts that
   // exceed the threads (blocks queue on one thread), a part with no K at all (K < parts),
   // bias and scales (block 0 adds beta * bias; the others' partials arrive in the finish).
-  for (const Shape& s : std::vector<Shape>{{1, 5000, 64}, {2, 3001, 40}, {16, 999, 4},
-                                           {3, 3, 7}, {1, 1, 1}}) {
-    const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
-    const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
-    const at::Tensor bias = at::rand({s.n});
-    for (const std::int64_t parts : {2, 4, 8}) {
-      if (s.m * s.n * (parts - 1) > 128) continue;
-      for (const int threads : {1, 2, 4}) {
-        const LaunchConfig cfg = config(18, 64, 256, threads, 1, parts);
-        const std::string what = "split_k " + std::to_string(s.m) + "x" + std::to_string(s.k) +
-                                 "x" + std::to_string(s.n) + " " + cfg.str();
-        expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
-        expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    for (const Shape& s :
+         std::vector<Shape>{{1, 5000, 64}, {2, 3001, 40}, {16, 999, 4}, {3, 3, 7}, {1, 1, 1}}) {
+      const at::Tensor a = at::rand({s.m, s.k}) - 0.5;
+      const at::Tensor b = at::rand({s.k, s.n}) - 0.5;
+      const at::Tensor bias = at::rand({s.n});
+      for (const std::int64_t parts : {2, 4, 8}) {
+        if (s.m * s.n * (parts - 1) > 128) continue;
+        for (const int threads : {1, 2, 4}) {
+          const LaunchConfig cfg = config(18, 64, 256, threads, 1, parts);
+          const std::string what = isa + " split_k " + std::to_string(s.m) + "x" +
+                                   std::to_string(s.k) + "x" + std::to_string(s.n) + " " +
+                                   cfg.str();
+          expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
+          expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+        }
       }
     }
   }
 }
 
 TEST(GemmCpu, SplitKRefusesWhatItCannotHold) {
-  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
   const at::Tensor a = at::rand({4, 300});
   const at::Tensor b = at::rand({300, 64});
   at::Tensor out = at::empty({4, 64});
@@ -335,7 +345,6 @@ TEST(GemmCpu, SplitKRefusesWhatItCannotHold) {
 }
 
 TEST(GemmCpu, SkinnyPathRefusesMoreThanSixteenRows) {
-  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
   const at::Tensor a = at::rand({17, 40});
   const at::Tensor b = at::rand({40, 50});
   at::Tensor out = at::empty({17, 50});
@@ -346,7 +355,6 @@ TEST(GemmCpu, SkinnyPathRefusesMoreThanSixteenRows) {
 }
 
 TEST(GemmCpu, SkinnyPathRefusesColumnMajorB) {
-  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "the skinny path is AVX-512 only";
   const at::Tensor a = at::rand({3, 40});
   const at::Tensor b = at::rand({50, 40}).t();  // [40, 50], column-major
   at::Tensor out = at::empty({3, 50});
@@ -356,17 +364,19 @@ TEST(GemmCpu, SkinnyPathRefusesColumnMajorB) {
   EXPECT_NE(st.reason().find("unit column stride"), std::string::npos) << st.reason();
 }
 
-TEST(GemmCpu, SkinnyPathNeedsAvx512) {
-  if (cpu_isa_level() != "avx512") GTEST_SKIP() << "needs an AVX-512 CPU to force another path";
-  IsaGuard guard("avx2");
-  const at::Tensor a = at::rand({3, 40});
-  const at::Tensor b = at::rand({40, 50});
-  at::Tensor out = at::empty({3, 50});
-  AddmmArgs args = mm_args(out, a, b);
-  EXPECT_FALSE(gemm_f32_cpu(args, config(6, 64, 64, 1, 1)).is_ok());
-  // The default heuristic never picks it off AVX-512.
-  const auto cfg = gemm_f32_cpu_descriptor().default_config(addmm_shape_key(1, 4096, 4096, false));
-  EXPECT_EQ(cfg.get_or("skinny", -1), 0) << cfg.str();
+// Every ISA path has the skinny (decode) path, and the default heuristic takes it for a
+// decode shape on each.
+TEST(GemmCpu, SkinnyPathOnEveryIsa) {
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    const auto cfg =
+        gemm_f32_cpu_descriptor().default_config(addmm_shape_key(1, 4096, 4096, false));
+    EXPECT_EQ(cfg.get_or("skinny", -1), 1) << isa << ": " << cfg.str();
+    const at::Tensor a = at::rand({3, 40});
+    const at::Tensor b = at::rand({40, 50});
+    at::Tensor out = at::empty({3, 50});
+    EXPECT_TRUE(gemm_f32_cpu(mm_args(out, a, b), config(6, 64, 64, 1, 1)).is_ok()) << isa;
+  }
 }
 
 TEST(GemmCpu, ForcingAnUnknownIsaIsRejected) {

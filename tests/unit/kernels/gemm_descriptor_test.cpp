@@ -108,7 +108,6 @@ TEST(GemmDescriptor, DefaultConfigIsValidAndComplete) {
 
 TEST(GemmDescriptor, DefaultSplitsKOnlyWhereColumnsCannotFeedTheThreads) {
   const auto& d = gemm_f32_cpu_descriptor();
-  if (gemm_cpu_isa() != "avx512") GTEST_SKIP() << "split_k rides the AVX-512 skinny path";
   const int hw = cpu_thread_limit();
   const ShapeKey key = addmm_shape_key(1, 65536, 64, false);  // 16 MiB of B, one column task
   const LaunchConfig narrow = d.default_config(key);
@@ -123,11 +122,8 @@ TEST(GemmDescriptor, DefaultSplitsKOnlyWhereColumnsCannotFeedTheThreads) {
 
 TEST(GemmDescriptor, DefaultPicksSkinnyForDecodeShapesOnly) {
   const auto& d = gemm_f32_cpu_descriptor();
-  const bool avx512 = gemm_cpu_isa() == "avx512";
-  EXPECT_EQ(d.default_config(addmm_shape_key(1, 4096, 11008, false)).get_or("skinny", -1),
-            avx512 ? 1 : 0);
-  EXPECT_EQ(d.default_config(addmm_shape_key(16, 4096, 4096, false)).get_or("skinny", -1),
-            avx512 ? 1 : 0);
+  EXPECT_EQ(d.default_config(addmm_shape_key(1, 4096, 11008, false)).get_or("skinny", -1), 1);
+  EXPECT_EQ(d.default_config(addmm_shape_key(16, 4096, 4096, false)).get_or("skinny", -1), 1);
   EXPECT_EQ(d.default_config(addmm_shape_key(17, 4096, 4096, false)).get_or("skinny", -1), 0);
   EXPECT_EQ(d.default_config(addmm_shape_key(512, 768, 768)).get_or("skinny", -1), 0);
   // A transposed weight (linear's mat2 = weight.t()) is not row-major: packed path.
@@ -161,11 +157,16 @@ TEST(GemmDescriptor, CanonicalFormMergesOnlyPointsThatRunAlike) {
   EXPECT_FALSE(same(small, point(6, 32, 64, 1), point(6, 32, 64, 2)));
   const ShapeKey deep = addmm_shape_key(37, 1000, 300);
   EXPECT_FALSE(same(deep, point(48, 64, 64, 1), point(48, 64, 128, 1)));
-  // micro_n 0 is the ISA's own width; other widths differ where the ISA has them.
-  const std::int64_t own = gemm_cpu_isa() == "avx512" ? 32 : 16;
+  // micro_n 0 is the ISA's own width (one of those it has); other widths differ where the
+  // ISA has them.
+  const std::vector<std::int64_t> widths = gemm_cpu_micro_widths();
+  const std::int64_t own = d.canonical(deep, point(48, 64, 64, 1, 0)).get_or("micro_n", -1);
+  EXPECT_NE(std::find(widths.begin(), widths.end(), own), widths.end()) << own;
   EXPECT_TRUE(same(deep, point(48, 64, 64, 1, 0), point(48, 64, 64, 1, own)));
-  if (gemm_cpu_isa() == "avx512") {
-    EXPECT_FALSE(same(deep, point(48, 64, 64, 1, 16), point(48, 64, 64, 1, 48)));
+  for (const std::int64_t w : widths) {
+    if (w != widths.front()) {
+      EXPECT_FALSE(same(deep, point(48, 64, 64, 1, widths.front()), point(48, 64, 64, 1, w)));
+    }
   }
   // block_m: every A block at least as tall as the task is the same; a shorter one cuts it.
   EXPECT_TRUE(same(deep, point(192, 64, 64, 1, 0, 48), point(192, 64, 64, 1, 0, 96)));

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ka::kernels {
 
@@ -76,6 +77,9 @@ const KernelDescriptor& bmm_f32_cuda_descriptor();
 /// The CPU micro-kernel family in use: "avx512", "avx2" or "generic". Chosen from the CPU's
 /// features; KA_CPU_ISA=avx512|avx2|generic (or force_cpu_isa) selects a path explicitly.
 std::string gemm_cpu_isa();
+/// The micro-tile widths (the tunable micro_n's nonzero values) the active family has:
+/// AVX-512 {16, 32, 48}, AVX2 and generic {16}. Tests derive their expectations from it.
+std::vector<std::int64_t> gemm_cpu_micro_widths();
 /// Forces a micro-kernel family for this process (tests use it to cover every path). Throws
 /// ka::ValueError for an unknown name or one the CPU cannot run. "" restores automatic choice.
 void force_cpu_isa(const std::string& isa);

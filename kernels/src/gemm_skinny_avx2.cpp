@@ -1,0 +1,142 @@
+// Skinny-M GEMM path (decode shapes, M <= kSkinnyMaxRows), AVX2 + FMA: B streamed unpacked
+// along its rows, every row of A applied to each vector of B as it arrives (Note [Skinny rows
+// in one pass]). Compiled with -mavx2 -mfma; called only on CPUs that have both.
+#include "gemm_internal.hpp"
+
+#include <immintrin.h>
+
+#include <ka/core/error.hpp>
+
+#include <algorithm>
+#include <array>
+
+namespace ka::kernels::detail {
+namespace {
+
+// Note [AVX2 skinny row groups]
+// AVX2 has 16 ymm registers of 8 floats where AVX-512 has 32 of 16, so the AVX-512 layout
+// (up to 16 rows' accumulators at once) does not fit. A strip holds R rows x V vectors of
+// accumulators plus V vectors of B and one broadcast: at most 6 rows over 16 columns (12
+// accumulators, the packed micro-kernel's budget) or 2 rows over 32. Taller M runs its rows
+// in balanced groups (M = 16: 6 + 5 + 5) over the same strip; the strip (kSkinnyRowsPerPass
+// rows x 16 columns, 512 bytes) is still in L1 for the second and third group, so B is read
+// from memory once. Only the first group prefetches the next pass.
+#ifndef KA_SKINNY_AVX2_ROWS
+#define KA_SKINNY_AVX2_ROWS 32
+#endif
+constexpr std::int64_t kRowsPerPass = KA_SKINNY_AVX2_ROWS;
+#ifndef KA_SKINNY_HINT
+#define KA_SKINNY_HINT _MM_HINT_T1
+#endif
+
+// Lanes [0, live) of a ymm set (live clamped to [0, 8]), for masked loads and stores.
+inline __m256i lanes(std::int64_t live) {
+  const auto n = static_cast<int>(std::clamp<std::int64_t>(live, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// C[0:R, 0:8V] += alpha * A_group @ B[0:kb, 0:8V], columns past `w` masked; ap[k * lda + r]
+// is A[r, k] of this group.
+template <int R, int V, bool Full>
+void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, const float* next,
+                        std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t w,
+                        std::int64_t kb, float alpha) {
+  __m256i mask[V];
+  for (int q = 0; q < V; ++q) mask[q] = lanes(w - 8 * q);
+  __m256 acc[R][V];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < V; ++q) acc[r][q] = _mm256_setzero_ps();
+  }
+  for (std::int64_t k = 0; k < kb; ++k) {
+    if (next != nullptr) {
+      // One prefetch per 64-byte line: every other vector.
+      for (int q = 0; q < V; q += 2) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + k * ldb + 8 * q), KA_SKINNY_HINT);
+      }
+    }
+    __m256 bv[V];
+#pragma GCC unroll 4
+    for (int q = 0; q < V; ++q) {
+      bv[q] = Full ? _mm256_loadu_ps(b + k * ldb + 8 * q)
+                   : _mm256_maskload_ps(b + k * ldb + 8 * q, mask[q]);
+    }
+    const float* ak = ap + k * lda;
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(ak + r);
+#pragma GCC unroll 4
+      for (int q = 0; q < V; ++q) acc[r][q] = _mm256_fmadd_ps(ar, bv[q], acc[r][q]);
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha);
+  // Unrolled like the k loop: an acc indexed by a run-time r would live in memory.
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < V; ++q) {
+      float* cr = c + r * ldc + 8 * q;
+      if (Full) {
+        _mm256_storeu_ps(cr, _mm256_fmadd_ps(va, acc[r][q], _mm256_loadu_ps(cr)));
+      } else {
+        const __m256 old = _mm256_maskload_ps(cr, mask[q]);
+        _mm256_maskstore_ps(cr, mask[q], _mm256_fmadd_ps(va, acc[r][q], old));
+      }
+    }
+  }
+}
+
+// The group's rows over all `cols` columns of the pass: full strips of 8V columns, then the
+// masked tail. One call per group and pass (a call per strip cost as much as a strip's FMAs
+// at M = 16).
+template <int R, int V>
+void group_x_columns(const float* ap, std::int64_t lda, const float* b, const float* next,
+                     std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
+                     std::int64_t kb, float alpha) {
+  constexpr std::int64_t kWidth = 8 * V;
+  std::int64_t j = 0;
+  for (; j + kWidth <= cols; j += kWidth) {
+    group_x_strip_impl<R, V, true>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
+                                   c + j, ldc, kWidth, kb, alpha);
+  }
+  if (j < cols) {
+    group_x_strip_impl<R, V, false>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
+                                    c + j, ldc, cols - j, kb, alpha);
+  }
+}
+
+using GroupFn = void (*)(const float*, std::int64_t, const float*, const float*, std::int64_t,
+                         float*, std::int64_t, std::int64_t, std::int64_t, float);
+
+constexpr int kMaxGroupRows = 6;
+// Groups of 1..6 rows over 16 columns, and of 1..2 rows over 32.
+constexpr std::array<GroupFn, kMaxGroupRows> kNarrow = {
+    &group_x_columns<1, 2>, &group_x_columns<2, 2>, &group_x_columns<3, 2>,
+    &group_x_columns<4, 2>, &group_x_columns<5, 2>, &group_x_columns<6, 2>};
+constexpr std::array<GroupFn, 2> kWide = {&group_x_columns<1, 4>, &group_x_columns<2, 4>};
+
+}  // namespace
+
+void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
+  KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
+  const bool wide = s.m <= 2;
+  // Balanced groups of at most kMaxGroupRows rows. Note [AVX2 skinny row groups].
+  const std::int64_t groups = (s.m + kMaxGroupRows - 1) / kMaxGroupRows;
+  const std::int64_t base = s.m / groups;
+  const std::int64_t extra = s.m % groups;  // the first `extra` groups take one row more
+  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
+                              const float* next) {
+    std::int64_t r0 = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t rows = base + (g < extra ? 1 : 0);
+      const GroupFn fn = wide ? kWide[static_cast<std::size_t>(rows - 1)]
+                              : kNarrow[static_cast<std::size_t>(rows - 1)];
+      fn(ap + r0, s.m, b + col_begin, g == 0 && next != nullptr ? next + col_begin : nullptr,
+         s.ldb, s.c + r0 * s.ldc, s.ldc, col_end - col_begin, kb, s.alpha);
+      r0 += rows;
+    }
+  });
+}
+
+}  // namespace ka::kernels::detail
