@@ -1,6 +1,7 @@
 // The CPU element-wise kernel: one pass over the output evaluating an EwProgram in chunks.
 // See Note [CPU element-wise chunks].
 #include "descriptor_common.hpp"
+#include "ew_loops.hpp"
 #include "ew_math.hpp"
 
 #include <ka/core/error.hpp>
@@ -26,20 +27,6 @@ namespace ka::kernels {
 // (scattered, for out) segment by segment along the innermost dim. When the result is the
 // last instruction it writes straight into a linear out. Exact aliasing of out with an input
 // is safe: each element's inputs are read before that element is written.
-
-// Note [Element-wise ISA clones]
-// The library is built for baseline x86-64 (SSE2), where the vectorized exp runs 3-4x slower
-// than with AVX2. The chunk loops are therefore compiled three times with GCC's target_clones
-// (x86-64-v4 = AVX-512, x86-64-v3 = AVX2+FMA, baseline) and an ifunc picks one per CPU when the
-// program loads; calls go through one indirect jump per chunk of 256 elements.
-// TSan instruments the ifunc resolvers, which run during relocation before its runtime is up
-// (a crash at startup), so sanitized-for-threads builds keep the baseline loops.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define KA_EW_TARGET_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define KA_EW_TARGET_CLONES
-#endif
 
 // Note [Streaming stores]
 // A 64 MiB output written with ordinary stores costs three memory streams: each line is read
@@ -73,217 +60,67 @@ void stream_store(float* __restrict dst, const float* __restrict src, std::int64
 
 void stream_fence() { _mm_sfence(); }
 
-namespace {
-
-KA_EW_TARGET_CLONES
-void unary_run_portable(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
-  switch (op) {
-    case EwOp::kNeg:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = -a[i];
-      break;
-    case EwOp::kExp:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = exp_f32(a[i]);
-      break;
-    case EwOp::kTanh:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = tanh_f32(a[i]);
-      break;
-    case EwOp::kRelu:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = relu_f32(a[i]);
-      break;
-    case EwOp::kGelu:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_f32(a[i]);
-      break;
-    case EwOp::kGeluTanh:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = gelu_tanh_f32(a[i]);
-      break;
-    case EwOp::kSigmoid:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = sigmoid_f32(a[i]);
-      break;
-    case EwOp::kSilu:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / (1.0F + exp_f32(-a[i]));
-      break;
-    default:
+const EwLoops& ew_loops() {
+  switch (active_cpu_path()) {
+    case CpuPath::kAvx512:
+      return kEwLoopsAvx512;
+    case CpuPath::kAvx2:
+      return kEwLoopsAvx2;
+    case CpuPath::kGeneric:
       break;
   }
+  return kEwLoopsGeneric;
 }
-
-KA_EW_TARGET_CLONES
-float exp_shifted_sum_portable(const float* __restrict x, float shift, float* __restrict d,
-                               std::int64_t n) {
-  constexpr int kLanes = 16;
-  float acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const float v = exp_f32(x[i + l] - shift);
-      d[i + l] = v;
-      acc[l] += v;
-    }
-  }
-  for (int l = 0; i < n; ++i, ++l) {
-    const float v = exp_f32(x[i] - shift);
-    d[i] = v;
-    acc[l] += v;
-  }
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
-}
-
-}  // namespace
 
 void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
   if (avx512_active() && unary_run_avx512(op, a, d, n)) return;
-  unary_run_portable(op, a, d, n);
+  ew_loops().unary_run(op, a, d, n);
 }
 
 float exp_shifted_sum(const float* __restrict x, float shift, float* __restrict d, std::int64_t n) {
   if (avx512_active()) return exp_shifted_sum_avx512(x, shift, d, n);
-  return exp_shifted_sum_portable(x, shift, d, n);
+  return ew_loops().exp_shifted_sum(x, shift, d, n);
 }
 
-KA_EW_TARGET_CLONES
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n) {
-  switch (op) {
-    case EwOp::kAdd:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
-      break;
-    case EwOp::kSub:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i];
-      break;
-    case EwOp::kMul:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] * b[i];
-      break;
-    case EwOp::kDiv:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i];
-      break;
-    case EwOp::kMax:
-      for (std::int64_t i = 0; i < n; ++i) d[i] = max_f32(a[i], b[i]);
-      break;
-    default:
-      break;
-  }
+  ew_loops().binary_run(op, a, b, d, n);
 }
-
-KA_EW_TARGET_CLONES
 void exp_shifted_run(const float* __restrict x, float shift, float scale, float* __restrict d,
                      std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) d[i] = exp_f32(x[i] - shift) * scale;
+  ew_loops().exp_shifted_run(x, shift, scale, d, n);
 }
-
-KA_EW_TARGET_CLONES
-float lane_sum(const float* x, std::int64_t n) {
-  constexpr int kLanes = 16;
-  float acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += x[i];
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
-}
-
-KA_EW_TARGET_CLONES
-float lane_max(const float* x, std::int64_t n) {
-  // One select per element (a plain maxps): NaN is skipped, see the declaration. 64 lanes:
-  // four independent vector chains hide the compare-and-select latency (0.11 ns per element in
-  // L1, against 0.18 for one chain of 16).
-  constexpr int kLanes = 64;
-  float acc[kLanes];
-  for (auto& a : acc) a = -HUGE_VALF;
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] = x[i] > acc[l] ? x[i] : acc[l];
-  float m = acc[0];
-  for (int l = 1; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
-  return m;
-}
-
-KA_EW_TARGET_CLONES
+float lane_sum(const float* x, std::int64_t n) { return ew_loops().lane_sum(x, n); }
+float lane_max(const float* x, std::int64_t n) { return ew_loops().lane_max(x, n); }
 float lane_sum_sq_dev(const float* x, float mean, std::int64_t n) {
-  constexpr int kLanes = 16;
-  float acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const float d = x[i + l] - mean;
-      acc[l] += d * d;
-    }
-  }
-  for (int l = 0; i < n; ++i, ++l) {
-    const float d = x[i] - mean;
-    acc[l] += d * d;
-  }
-  for (int w = kLanes / 2; w > 0; w /= 2) {
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  return acc[0];
+  return ew_loops().lane_sum_sq_dev(x, mean, n);
 }
-
-KA_EW_TARGET_CLONES
 void normalize_run(const float* x, float mean, float rstd, const float* w, const float* b, float* d,
                    std::int64_t n) {
-  if (w != nullptr && b != nullptr) {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd * w[i] + b[i];
-  } else if (w != nullptr) {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd * w[i];
-  } else if (b != nullptr) {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd + b[i];
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = (x[i] - mean) * rstd;
-  }
+  ew_loops().normalize_run(x, mean, rstd, w, b, d, n);
 }
-
-KA_EW_TARGET_CLONES
 void max_accumulate(float* __restrict m, const float* __restrict x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) m[i] = x[i] > m[i] ? x[i] : m[i];
+  ew_loops().max_accumulate(m, x, n);
 }
-
-KA_EW_TARGET_CLONES
 void exp_sub_accumulate(float* __restrict xd, const float* __restrict m, float* __restrict acc,
                         std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = exp_f32(xd[i] - m[i]);
-    xd[i] = v;
-    acc[i] += v;
-  }
+  ew_loops().exp_sub_accumulate(xd, m, acc, n);
 }
-
-KA_EW_TARGET_CLONES
 void mul_inplace(float* __restrict d, const float* __restrict f, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) d[i] *= f[i];
+  ew_loops().mul_inplace(d, f, n);
 }
-
-KA_EW_TARGET_CLONES
 void scale_run(const float* __restrict x, float f, float* __restrict d, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) d[i] = x[i] * f;
+  ew_loops().scale_run(x, f, d, n);
 }
-
-KA_EW_TARGET_CLONES
-void scale_inplace(float* d, float f, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) d[i] *= f;
-}
-
-KA_EW_TARGET_CLONES
+void scale_inplace(float* d, float f, std::int64_t n) { ew_loops().scale_inplace(d, f, n); }
 void accumulate_f32(float* __restrict acc, const float* __restrict x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
+  ew_loops().accumulate_f32(acc, x, n);
 }
-
-KA_EW_TARGET_CLONES
 void accumulate4_f32(float* __restrict acc, const float* x0, const float* x1, const float* x2,
                      const float* x3, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) acc[i] += (x0[i] + x1[i]) + (x2[i] + x3[i]);
+  ew_loops().accumulate4_f32(acc, x0, x1, x2, x3, n);
 }
-
-KA_EW_TARGET_CLONES
 void accumulate_f64(double* __restrict acc, const float* __restrict x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(x[i]);
+  ew_loops().accumulate_f64(acc, x, n);
 }
 
 }  // namespace detail

@@ -10,6 +10,11 @@
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
 
+/// The scalar math below is always inlined into the loops that use it, which are compiled for
+/// several ISAs: an out-of-line copy compiled for one must never serve another's loops (Note
+/// [Element-wise loops per ISA]).
+#define KA_EW_INLINE inline __attribute__((always_inline))
+
 namespace ka::kernels::detail {
 
 // Note [Vectorizable exp]
@@ -19,14 +24,14 @@ namespace ka::kernels::detail {
 // for e^r, and 2^n built in two halves so n = 128 does not overflow the exponent field. It is
 // branch-free, so loops over it vectorize. Below −87.34 it returns 0 (ATen returns denormals
 // there, an absolute difference under 1.2e-38); above 88.72 it returns +inf; NaN stays NaN.
-inline float pow2i(std::int32_t e) {
+KA_EW_INLINE float pow2i(std::int32_t e) {
   const std::int32_t bits = (e + 127) << 23;
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
 
-inline float exp_f32(float x) {
+KA_EW_INLINE float exp_f32(float x) {
   // Selects as separate statements (and -fno-trapping-math on the kernels' sources) keep the
   // loop free of control flow, so it vectorizes.
   constexpr float kLo = -87.3365478515625F;
@@ -57,7 +62,7 @@ inline float exp_f32(float x) {
 
 /// tanh, Cephes' tanhf (about 2 ulp): an odd polynomial below |x| = 0.625, else
 /// 1 − 2/(e^(2|x|) + 1) with the sign restored. Branch-free.
-inline float tanh_f32(float x) {
+KA_EW_INLINE float tanh_f32(float x) {
   const float ax = x < 0.0F ? -x : x;
   const float e = exp_f32(2.0F * ax);
   float big = 1.0F - 2.0F / (e + 1.0F);
@@ -76,7 +81,7 @@ inline float tanh_f32(float x) {
 
 /// erf as a rational function on [−4, 4] (Eigen's generic_fast_erf_float, a few ulp); ±1
 /// beyond. Branch-free.
-inline float erf_f32(float x) {
+KA_EW_INLINE float erf_f32(float x) {
   float c = x < -4.0F ? -4.0F : x;
   c = c > 4.0F ? 4.0F : c;
   const float x2 = c * c;
@@ -98,25 +103,32 @@ inline float erf_f32(float x) {
   return y;
 }
 
-inline float sigmoid_f32(float x) { return 1.0F / (1.0F + exp_f32(-x)); }
-inline float gelu_f32(float x) { return 0.5F * x * (1.0F + erf_f32(x * 0.70710678118654752F)); }
-inline float gelu_tanh_f32(float x) {
+KA_EW_INLINE float sigmoid_f32(float x) { return 1.0F / (1.0F + exp_f32(-x)); }
+KA_EW_INLINE float gelu_f32(float x) {
+  return 0.5F * x * (1.0F + erf_f32(x * 0.70710678118654752F));
+}
+KA_EW_INLINE float gelu_tanh_f32(float x) {
   const float inner = 0.79788456080286536F * (x + 0.044715F * x * x * x);
   return 0.5F * x * (1.0F + tanh_f32(inner));
 }
-inline float relu_f32(float x) { return x < 0.0F ? 0.0F : x; }  // NaN < 0 is false: NaN stays
+// NaN < 0 is false: NaN stays.
+KA_EW_INLINE float relu_f32(float x) { return x < 0.0F ? 0.0F : x; }
 /// max(a, b) with NaN propagating from either side (two selects, so loops over it vectorize).
-inline float max_f32(float a, float b) {
+KA_EW_INLINE float max_f32(float a, float b) {
   const float m = a > b ? a : b;  // NaN in b: the comparison is false, m = b
   return a != a ? a : m;
 }
 
 /// d[i] = op(a[i]) for a unary EwOp (kNeg .. kSilu); a and d must not overlap. exp, sigmoid,
-/// silu and gelu_tanh take the AVX-512 versions when avx512_active(); everything else is
-/// compiled for AVX-512, AVX2 and baseline x86-64 and chosen by the CPU at load time (see
-/// KA_EW_TARGET_CLONES in elementwise_cpu.cpp).
+/// silu and gelu_tanh take the AVX-512 versions when avx512_active(); everything else, like
+/// the other loops below, runs the active ISA path's compilation (Note [Element-wise loops
+/// per ISA]).
 void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
 
+/// The CPU kernels' ISA paths (gemm_cpu_isa() as a value).
+enum class CpuPath : int { kGeneric, kAvx2, kAvx512 };
+/// The path in use: the CPU's best, or what KA_CPU_ISA / force_cpu_isa chose.
+CpuPath active_cpu_path();
 /// Whether the CPU kernels' AVX-512 code paths are in use: the CPU has AVX-512 and neither
 /// KA_CPU_ISA nor force_cpu_isa chose a narrower family (the GEMM's micro-kernel is "avx512").
 bool avx512_active();

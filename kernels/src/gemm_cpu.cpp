@@ -606,13 +606,23 @@ std::vector<std::int64_t> gemm_cpu_micro_widths() {
   return widths;
 }
 
-bool detail::avx512_active() {
-  if (const auto* forced = g_forced.load(std::memory_order_acquire)) {
-    return std::strcmp(forced->isa, "avx512") == 0;
-  }
-  static const bool automatic = std::strcmp(automatic_micro_kernel().isa, "avx512") == 0;
+namespace {
+
+detail::CpuPath path_of(const char* isa) {
+  if (std::strcmp(isa, "avx512") == 0) return detail::CpuPath::kAvx512;
+  if (std::strcmp(isa, "avx2") == 0) return detail::CpuPath::kAvx2;
+  return detail::CpuPath::kGeneric;
+}
+
+}  // namespace
+
+detail::CpuPath detail::active_cpu_path() {
+  if (const auto* forced = g_forced.load(std::memory_order_acquire)) return path_of(forced->isa);
+  static const CpuPath automatic = path_of(automatic_micro_kernel().isa);
   return automatic;
 }
+
+bool detail::avx512_active() { return active_cpu_path() == CpuPath::kAvx512; }
 
 void force_cpu_isa(const std::string& isa) {
   if (isa.empty()) {
