@@ -88,10 +88,28 @@ TEST(Measure, WarmupCountAndTime) {
   EXPECT_EQ(m.warmup_runs, 3);
   EXPECT_EQ(calls, 3 + 5);
 
+  // Warm-up is time as well as a count: with one call asked for and 10 ms, the warm-up calls
+  // span at least 10 ms (one 20 us call would end far sooner), and no call starts after the
+  // 10 ms have passed. Timed by the calls themselves, so a slow or busy host changes how many
+  // calls fit, not the outcome.
+  o.warmup_runs = 1;
   o.warmup_s = 0.01;
-  const Measurement timed = measure([] { spin_us(100); }, o);
-  // 10 ms of 100 us calls: about 100 warm-up calls, not just 3.
-  EXPECT_GT(timed.warmup_runs, 20);
+  Clock::time_point first_start;
+  std::vector<Clock::time_point> ends;
+  const Measurement timed = measure(
+      [&] {
+        if (ends.empty()) first_start = Clock::now();
+        spin_us(20);
+        ends.push_back(Clock::now());
+      },
+      o);
+  const auto w = static_cast<std::size_t>(timed.warmup_runs);
+  ASSERT_GE(w, 1U);
+  ASSERT_GE(ends.size(), w);
+  EXPECT_GE(ends[w - 1] - first_start, std::chrono::milliseconds(10)) << w << " warm-up calls";
+  if (w >= 2) {
+    EXPECT_LT(ends[w - 2] - first_start, std::chrono::milliseconds(10)) << w << " warm-up calls";
+  }
 }
 
 TEST(Measure, TinyFunctionIsBatched) {
