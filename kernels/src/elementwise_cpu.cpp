@@ -73,13 +73,22 @@ const EwLoops& ew_loops() {
 }
 
 void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
-  if (avx512_active() && unary_run_avx512(op, a, d, n)) return;
+  const CpuPath path = active_cpu_path();
+  if (path == CpuPath::kAvx512 && unary_run_avx512(op, a, d, n)) return;
+  if (path == CpuPath::kAvx2 && unary_run_avx2(op, a, d, n)) return;
   ew_loops().unary_run(op, a, d, n);
 }
 
 float exp_shifted_sum(const float* __restrict x, float shift, float* __restrict d, std::int64_t n) {
-  if (avx512_active()) return exp_shifted_sum_avx512(x, shift, d, n);
-  return ew_loops().exp_shifted_sum(x, shift, d, n);
+  switch (active_cpu_path()) {
+    case CpuPath::kAvx512:
+      return exp_shifted_sum_avx512(x, shift, d, n);
+    case CpuPath::kAvx2:
+      return exp_shifted_sum_avx2(x, shift, d, n);
+    case CpuPath::kGeneric:
+      break;
+  }
+  return kEwLoopsGeneric.exp_shifted_sum(x, shift, d, n);
 }
 
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n) {

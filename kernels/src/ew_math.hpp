@@ -169,6 +169,12 @@ void program_run_avx512(const EwProgram& p, const EwOperand* in, float* d, std::
 void rows_sum_avx512(const float* const* x, int count, std::int64_t n, double* sums);
 /// The sum of one contiguous run x[0..n), its four quarters read side by side when it is long.
 double run_sum_avx512(const float* x, std::int64_t n);
+/// The AVX2 + FMA versions (ew_math_avx2.cpp) of the instruction-bound unary ops (exp, tanh,
+/// both gelus, sigmoid, silu) and of softmax's exp-and-sum; call only when the active path is
+/// avx2. unary_run_avx2 returns false for the ops it does not cover.
+bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
+float exp_shifted_sum_avx2(const float* __restrict x, float shift, float* __restrict d,
+                           std::int64_t n);
 /// Where the row kernels prefetch the next row's x to (the `prefetch` tunable, Note [Row
 /// prefetch]): not at all, into L1 (prefetcht0) or into L2 (prefetcht2).
 enum class RowPrefetch : int { kNone = 0, kL1 = 1, kL2 = 2 };
