@@ -45,12 +45,18 @@ namespace ka::kernels {
 namespace detail {
 
 void stream_store(float* __restrict dst, const float* __restrict src, std::int64_t n) {
-  if (avx512_active()) {
-    stream_store_avx512(dst, src, n);
-    return;
+  switch (active_cpu_path()) {
+    case CpuPath::kAvx512:
+      stream_store_avx512(dst, src, n);
+      return;
+    case CpuPath::kAvx2:
+      stream_store_avx2(dst, src, n);
+      return;
+    case CpuPath::kGeneric:
+      break;
   }
   std::int64_t i = 0;
-  while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 15U) != 0) {
+  while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 63U) != 0) {
     dst[i] = src[i];
     ++i;
   }

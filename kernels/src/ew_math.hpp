@@ -175,6 +175,7 @@ double run_sum_avx512(const float* x, std::int64_t n);
 bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
 float exp_shifted_sum_avx2(const float* __restrict x, float shift, float* __restrict d,
                            std::int64_t n);
+void stream_store_avx2(float* __restrict dst, const float* __restrict src, std::int64_t n);
 /// Where the row kernels prefetch the next row's x to (the `prefetch` tunable, Note [Row
 /// prefetch]): not at all, into L1 (prefetcht0) or into L2 (prefetcht2).
 enum class RowPrefetch : int { kNone = 0, kL1 = 1, kL2 = 2 };

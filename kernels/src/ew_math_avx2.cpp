@@ -176,4 +176,19 @@ float exp_shifted_sum_avx2(const float* __restrict x, float shift, float* __rest
   return _mm_cvtss_f32(v);
 }
 
+void stream_store_avx2(float* __restrict dst, const float* __restrict src, std::int64_t n) {
+  // Ordinary stores up to dst's first 64-byte line, then whole lines in two 32-byte streaming
+  // stores (the write-combining buffer sends a full line without reading it).
+  std::int64_t i = 0;
+  while (i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 63U) != 0) {
+    dst[i] = src[i];
+    ++i;
+  }
+  for (; i + 16 <= n; i += 16) {
+    _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+    _mm256_stream_ps(dst + i + 8, _mm256_loadu_ps(src + i + 8));
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
 }  // namespace ka::kernels::detail
