@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libtorch-dev libopenblas0-pthread      # libtorch 1.13 (CPU) and the BLAS it should call
+  libblis4-pthread libdnnl-dev           # ka-bench --vs blis,onednn (oneDNN's header for types)
   libbenchmark-dev libgtest-dev libgmock-dev
   libsqlite3-dev sqlite3
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
