@@ -70,6 +70,14 @@ int main(int argc, char** argv) {
                  "cuda); graph cases are left out (they run on the CPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  app.add_option("--vs", options.references,
+                 "what op cases are timed against, a comma list of: libtorch (at::addmm_out), "
+                 "openblas, blis (their cblas_sgemm), onednn (dnnl_sgemm); each is checked "
+                 "against libtorch like ka, runs on --threads, and is stored as impl <name>; the "
+                 "summary adds ka/best = fastest reference's time / ka time. The libraries are "
+                 "loaded at run time (Debian libopenblas0-pthread, libblis4-pthread, libdnnl2); "
+                 "CPU only")
+      ->capture_default_str();
   app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
       ->capture_default_str();
   app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")

@@ -1,5 +1,6 @@
 #include "bench_case.hpp"
 #include "blas_info.hpp"
+#include "peer_blas.hpp"
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
@@ -68,7 +69,7 @@ bool interrupted() { return g_interrupt_signal.load(std::memory_order_relaxed) !
 
 constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
 
-// One case and its variants (detail::variants_of): ka's implementations, then libtorch.
+// One case and its variants (detail::variants_of): ka's implementations, then the references.
 struct CaseState {
   SuiteCase c;
   std::vector<std::string> variants;
@@ -87,7 +88,8 @@ struct CaseState {
   std::vector<detail::CheckResult> check;  // per variant
   std::vector<char> started;               // a repetition ran; see Note [Interrupting a run]
 
-  [[nodiscard]] bool is_reference(std::size_t v) const { return v + 1 == variants.size(); }
+  /// libtorch: timed, never checked (it is what the others are checked against).
+  [[nodiscard]] bool is_reference(std::size_t v) const { return variants[v] == kImplLibtorch; }
 };
 
 // What one benchmark (one case, one variant) produced.
@@ -168,12 +170,14 @@ bool skip_if_interrupted(benchmark::State& state, char& started) {
   return false;
 }
 
-// Checks every ka variant of case i against libtorch, once, before the first is timed.
+// Checks every variant of case i but libtorch (ka's, the peers') against libtorch, once, before
+// the first is timed.
 void ensure_checked(Session& s, std::size_t i) {
   CaseState& cs = s.cases[i];
   if (cs.checked) return;
   cs.checked = true;
-  for (std::size_t v = 0; v + 1 < cs.variants.size(); ++v) {
+  for (std::size_t v = 0; v < cs.variants.size(); ++v) {
+    if (cs.is_reference(v)) continue;
     try {
       detail::BenchCase& b = s.materialize(i);
       cs.check[v] = b.check(v);
@@ -234,8 +238,8 @@ double case_peak(const Session& s, const CaseState& cs) {
   return cs.peak_gflops > 0.0 ? cs.peak_gflops : s.peak_gflops;
 }
 
-// One benchmark: variant v of case i. A ka variant is timed only once its check passed (the
-// check is its warm-up call); libtorch gets one warm-up call.
+// One benchmark: variant v of case i. A ka or peer variant is timed only once its check passed
+// (the check is its warm-up call); libtorch gets one warm-up call.
 void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size_t v) {
   CaseState& cs = s->cases[i];
   if (skip_if_interrupted(state, cs.started[v])) return;
@@ -470,18 +474,59 @@ std::string ratio_cell(const Outcome* num, const Outcome* den, double& log_sum, 
   return fmt::format("{:.2f}x", r);
 }
 
+// The fastest timed reference of case i (libtorch or a peer) and its name, or nullptr.
+const Outcome* best_reference(const Session& s, std::size_t i, std::string& name) {
+  const Outcome* best = nullptr;
+  for (const std::string& ref : s.context.references) {
+    const Outcome* o = outcome_of(s, i, ref);
+    if (timed(o) && (best == nullptr || o->summary.median < best->summary.median)) {
+      best = o;
+      name = ref;
+    }
+  }
+  return best;
+}
+
+// The peer references of the run (--vs minus libtorch), in order.
+std::vector<std::string> peers_of(const Session& s) {
+  std::vector<std::string> peers;
+  for (const std::string& ref : s.context.references) {
+    if (detail::is_peer(ref)) peers.push_back(ref);
+  }
+  return peers;
+}
+
+int peer_width(const std::string& peer) {
+  return std::max(10, static_cast<int>(peer.size()) + 3);
+}
+
 void print_gemm_summary(const Session& s, std::FILE* out) {
-  fmt::print(out, "{:<28} {:>6} {:>6} {:>6} | {:>10} {:>9} {:>6} | {:>10} {:>9} {:>6} | {:>8}\n",
-             "case", "M", "K", "N", "ka ms", "GFLOP/s", "%peak", "libtorch ms", "GFLOP/s", "%peak",
-             "ka/lt");
+  const auto& refs = s.context.references;
+  const bool with_lt = std::find(refs.begin(), refs.end(), kImplLibtorch) != refs.end();
+  const std::vector<std::string> peers = peers_of(s);
+  // ka/best says more than ka/lt only when a peer is timed too.
+  const bool with_best = !peers.empty();
+  std::string head = fmt::format("{:<28} {:>6} {:>6} {:>6} | {:>10} {:>9} {:>6}", "case", "M", "K",
+                                 "N", "ka ms", "GFLOP/s", "%peak");
+  if (with_lt) head += fmt::format(" | {:>10} {:>9} {:>6}", "libtorch ms", "GFLOP/s", "%peak");
+  for (const std::string& p : peers) {
+    head += fmt::format(" | {:>{}} {:>9}", p + " ms", peer_width(p), "GFLOP/s");
+  }
+  if (with_lt) head += fmt::format(" | {:>8}", "ka/lt");
+  if (with_best) head += fmt::format(" | {:>8} {}", "ka/best", "best");
+  fmt::print(out, "{}\n", head);
   double log_sum = 0.0;
   int ratios = 0;
+  double best_log_sum = 0.0;
+  int best_ratios = 0;
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
     const CaseState& cs = s.cases[i];
     if (cs.c.is_graph()) continue;
     const Outcome* ko = outcome_of(s, i, kImplKa);
-    const Outcome* lo = outcome_of(s, i, kImplLibtorch);
-    if (ko == nullptr && lo == nullptr) continue;
+    const bool any_ref = std::any_of(refs.begin(), refs.end(), [&](const std::string& r) {
+      return outcome_of(s, i, r) != nullptr;
+    });
+    if (ko == nullptr && !any_ref) continue;
     auto cells = [&](const Outcome* o) -> std::string {
       if (o == nullptr) return fmt::format("{:>10} {:>9} {:>6}", "-", "-", "-");
       if (o->disposition != Disposition::kOk) {
@@ -491,14 +536,41 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
       const double pct = case_peak(s, cs) > 0 ? gflops / case_peak(s, cs) * 100.0 : 0.0;
       return fmt::format("{:>10} {:>9.1f} {:>5.1f}%", fmt_ms(o->summary.median), gflops, pct);
     };
-    const std::string ratio = ratio_cell(lo, ko, log_sum, ratios);
-    fmt::print(out, "{:<28} {:>6} {:>6} {:>6} | {} | {} | {:>8}\n", cs.c.name, cs.c.m, cs.c.k,
-               cs.c.n, cells(ko), cells(lo), ratio);
+    std::string row = fmt::format("{:<28} {:>6} {:>6} {:>6} | {}", cs.c.name, cs.c.m, cs.c.k,
+                                  cs.c.n, cells(ko));
+    const Outcome* lo = outcome_of(s, i, kImplLibtorch);
+    if (with_lt) row += " | " + cells(lo);
+    for (const std::string& p : peers) {
+      const Outcome* po = outcome_of(s, i, p);
+      const int width = peer_width(p);
+      if (!timed(po)) {
+        row += fmt::format(" | {} {:>9}", time_cell(po, width), "-");
+      } else {
+        row += fmt::format(" | {:>{}} {:>9.1f}", fmt_ms(po->summary.median), width,
+                           cs.flop / po->summary.median);
+      }
+    }
+    if (with_lt) row += fmt::format(" | {:>8}", ratio_cell(lo, ko, log_sum, ratios));
+    if (with_best) {
+      std::string best_name;
+      const Outcome* best = best_reference(s, i, best_name);
+      row += fmt::format(" | {:>8} {}", ratio_cell(best, ko, best_log_sum, best_ratios),
+                         best == nullptr ? "-" : best_name);
+    }
+    fmt::print(out, "{}\n", row);
   }
   if (ratios > 0) {
     fmt::print(out, "geometric mean of ka/libtorch throughput over {} cases: {:.2f}x  "
                     "(ka/lt = libtorch time / ka time; > 1 means ka is faster)\n",
                ratios, std::exp(log_sum / ratios));
+  }
+  if (best_ratios > 0) {
+    std::string names;
+    for (const std::string& r : refs) names += (names.empty() ? "" : ", ") + r;
+    fmt::print(out, "geometric mean of ka/best over {} cases: {:.2f}x  (ka/best = the fastest "
+                    "reference's time / ka time, of {}; best names it; > 1 means ka is faster "
+                    "than all of them)\n",
+               best_ratios, std::exp(best_log_sum / best_ratios), names);
   }
   double low = 0.0;
   double high = 0.0;
@@ -590,8 +662,8 @@ void print_summary(const Session& s, std::FILE* out) {
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
     const CaseState& cs = s.cases[i];
     if (!cs.checked) continue;
-    for (std::size_t v = 0; v + 1 < cs.variants.size(); ++v) {
-      if (cs.disposition[v] == Disposition::kOk) continue;
+    for (std::size_t v = 0; v < cs.variants.size(); ++v) {
+      if (cs.is_reference(v) || cs.disposition[v] == Disposition::kOk) continue;
       fmt::print(out, "{}: {}: {}\n", s.benchmark_name(i, cs.variants[v]),
                  cs.disposition[v] == Disposition::kIncorrect ? "INCORRECT" : "not timed",
                  cs.check[v].detail);
@@ -599,20 +671,52 @@ void print_summary(const Session& s, std::FILE* out) {
   }
 }
 
-// Sets libtorch's (and OpenBLAS's) threads; fills what cases share. Returns the BLAS found.
-detail::BlasInfo setup_libtorch(int threads, const std::string& device,
-                                detail::CaseContext& context) {
+// What a run compares ka with: libtorch (always the correctness reference) and its BLAS, and
+// the peer libraries --vs names.
+struct References {
+  detail::BlasInfo blas;
+  std::vector<std::string> peers;         // in --vs order
+  std::vector<detail::PeerInfo> peer_info;  // likewise
+};
+
+// Sets libtorch's (and OpenBLAS's) threads, loads the peers of --vs and sets theirs (Note [Peer
+// threads]); fills what cases share. Throws ka::ValueError for a bad --vs, a missing library,
+// or peers on a GPU run, before anything is measured.
+References setup_references(const BenchOptions& options, detail::CaseContext& context) {
+  const int threads = options.threads;
+  References r;
+  context.references = detail::parse_references(options.references);
+  for (const std::string& name : context.references) {
+    if (!detail::is_peer(name)) continue;
+    KA_CHECK(options.device == "cpu", "--vs ", name, ": the peer libraries run on the CPU; ",
+             "with --device cuda use --vs libtorch");
+    detail::PeerLibrary& lib = detail::peer_library(name);
+    lib.set_threads(threads);
+    r.peers.push_back(name);
+    r.peer_info.push_back(lib.info());
+  }
   detail::set_libtorch_threads(threads);
   detail::set_openblas_threads(threads);
-  const detail::BlasInfo blas = detail::blas_info();
+  r.blas = detail::blas_info();
   context.threads = threads;
-  context.libtorch_gemm_kernel = blas.core.empty() ? "at::addmm_out (BLAS: unknown)"
-                                                   : "at::addmm_out (OpenBLAS " + blas.core + ")";
-  if (device == "cuda") {
+  context.libtorch_gemm_kernel = r.blas.core.empty()
+                                     ? "at::addmm_out (BLAS: unknown)"
+                                     : "at::addmm_out (OpenBLAS " + r.blas.core + ")";
+  if (options.device == "cuda") {
     context.device = DeviceType::kCUDA;
     context.libtorch_gemm_kernel = detail::cuda_bench_device().libtorch_gemm_kernel;
   }
-  return blas;
+  return r;
+}
+
+// One header line per peer library: what it is, the kernels it picked, its threads.
+void print_peers(const References& refs, std::FILE* out) {
+  for (std::size_t p = 0; p < refs.peers.size(); ++p) {
+    const detail::PeerInfo& info = refs.peer_info[p];
+    fmt::print(out, "peer {}: {}{}; {}, {} thread(s) by {}; checked against libtorch like ka\n",
+               refs.peers[p], info.kernel(), info.detail.empty() ? "" : " (" + info.detail + ")",
+               info.library, info.threads, info.threads_by);
+  }
 }
 
 // One "correctness:" line per kind of criterion the suite's cases use.
@@ -655,11 +759,10 @@ std::string case_heading(const SuiteCase& c) {
 // the extractor. other = call - extract - execute: ka's dispatcher and argument boxing for op
 // cases; lowering the graph and freeing its tensors for graph cases. Each case runs a few warm-up calls, then calls until ~0.3 s (at most 2000),
 // and reports the mean per call of each stage over those calls.
-int breakdown_suite(const BenchOptions& options, const Suite& suite) {
+int breakdown_suite(const BenchOptions& options, const Suite& suite,
+                    const detail::CaseContext& context) {
   const std::regex filter_re = detail::case_filter(
       flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
-  detail::CaseContext context;
-  setup_libtorch(options.threads, options.device, context);
   fmt::print("ka-bench {} --breakdown: suite '{}'; per call, mean over the calls made (hot "
              "cache); other = call - extract - execute (op cases: ka's dispatcher and boxing; graphs: "
              "lowering and freeing tensors)\n",
@@ -743,13 +846,12 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite) {
 // dependencies); for GEMMs, the kernel and configuration. It times nothing and writes no
 // database: a plan is a property of the shapes, and a benchmark run stores its kernels and
 // configs anyway. --benchmark_filter=REGEX selects the cases with a benchmark name
-// (suite/case/variant) it matches, as in a benchmark run. Exit 1 when a ka variant failed or
-// was incorrect.
-int explain_suite(const BenchOptions& options, const Suite& suite, const std::string& path) {
+// (suite/case/variant) it matches, as in a benchmark run. The peer libraries of --vs are
+// checked the same way. Exit 1 when a ka or peer variant failed or was incorrect.
+int explain_suite(const BenchOptions& options, const Suite& suite, const std::string& path,
+                  const detail::CaseContext& context) {
   const std::regex filter_re = detail::case_filter(
       flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
-  detail::CaseContext context;
-  setup_libtorch(options.threads, options.device, context);
   fmt::print(
       "ka-bench {} --explain: suite '{}' ({} cases) from {}; {} thread(s); each ka variant "
       "runs once and is checked against libtorch; nothing is timed or stored\n",
@@ -758,7 +860,7 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
   int explained = 0;
   for (std::size_t i = 0; i < suite.cases.size(); ++i) {
     const SuiteCase& c = suite.cases[i];
-    const auto variants = detail::variants_of(c);
+    const auto variants = detail::variants_of(c, context.references);
     if (std::none_of(variants.begin(), variants.end(), [&](const std::string& v) {
           return std::regex_search(suite.name + "/" + c.name + "/" + v, filter_re);
         })) {
@@ -774,7 +876,8 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
       all_ok = false;
       continue;
     }
-    for (std::size_t v = 0; v + 1 < variants.size(); ++v) {
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      if (variants[v] == kImplLibtorch) continue;
       detail::CheckResult r;
       try {
         r = b->check(v);
@@ -793,6 +896,10 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
         all_ok = false;
       }
       const detail::VariantInfo info = b->info(v);
+      if (detail::is_peer(variants[v])) {
+        fmt::print("  {}: {} ({}); {}\n", variants[v], info.kernel, info.config, verdict);
+        continue;
+      }
       if (info.tasks.empty()) {
         fmt::print("  {}: kernel {} v{}, shape key {}, config {}, provenance {}; {}\n", variants[v],
                    info.kernel, info.kernel_version, info.shape_key, info.config, info.provenance,
@@ -808,7 +915,11 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
                    t.after.empty() ? "-" : "#" + join_ints(t.after, ", #"));
       }
     }
-    fmt::print("  {}: {}\n", variants.back(), b->info(variants.size() - 1).kernel);
+    const auto lt = std::find(variants.begin(), variants.end(), kImplLibtorch);
+    fmt::print("  {}: {}\n", kImplLibtorch,
+               lt != variants.end()
+                   ? b->info(static_cast<std::size_t>(lt - variants.begin())).kernel
+                   : context.libtorch_gemm_kernel + " (the reference only)");
   }
   std::fflush(stdout);
   KA_CHECK(explained > 0, "no case matched --benchmark_filter");
@@ -898,15 +1009,17 @@ int run_suite(const BenchOptions& options) {
   s.options.threads = options.threads == 0 ? hw : options.threads;
   // Untuned configs are the ones ka's heuristics plan for this many threads.
   kernels::set_cpu_thread_limit(s.options.threads);
+  // --vs is checked and its libraries loaded before anything is measured or stored.
+  const References refs = setup_references(s.options, s.context);
   const std::string configs = detail::load_tuned_table(
       options.tuned_table, gpu ? DeviceType::kCUDA : DeviceType::kCPU);
   if (options.explain) {
     fmt::print("configs: {}\n", configs);
-    return explain_suite(s.options, s.suite, path);
+    return explain_suite(s.options, s.suite, path, s.context);
   }
   if (options.breakdown) {
     fmt::print("configs: {}\n", configs);
-    return breakdown_suite(s.options, s.suite);
+    return breakdown_suite(s.options, s.suite, s.context);
   }
 
   // Google Benchmark's own flags are checked before anything is measured.
@@ -931,7 +1044,7 @@ int run_suite(const BenchOptions& options) {
   for (const SuiteCase& c : s.suite.cases) {
     CaseState cs;
     cs.c = c;
-    cs.variants = detail::variants_of(c);
+    cs.variants = detail::variants_of(c, s.context.references);
     cs.info.resize(cs.variants.size());
     cs.flop = detail::flop_of(c);
     cs.disposition.assign(cs.variants.size(), Disposition::kOk);
@@ -940,7 +1053,7 @@ int run_suite(const BenchOptions& options) {
     s.cases.push_back(std::move(cs));
   }
 
-  const detail::BlasInfo blas = setup_libtorch(s.options.threads, options.device, s.context);
+  const detail::BlasInfo& blas = refs.blas;
 
   // The CPU's FMA peak is measured only for CPU runs (a GPU's is its datasheet's).
   profiler::PeakMeasurement peak;
@@ -992,6 +1105,7 @@ int run_suite(const BenchOptions& options) {
     fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch\n",
                detail::libtorch_version(), s.context.libtorch_gemm_kernel,
                blas.coretype_env.empty() ? "(unset)" : blas.coretype_env, s.options.threads);
+    print_peers(refs, out);
     fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
                     "{:.1f} on 1; each GEMM case's %peak uses a {}-thread probe run right "
                     "before it\n",
@@ -1034,7 +1148,13 @@ int run_suite(const BenchOptions& options) {
     }
     info.libtorch_version = detail::libtorch_version();
     info.openblas_coretype = blas.coretype_env;
+    // The peers' versions and kernels ride in the same free-text column (no schema change):
+    // "Haswell; --vs openblas: OpenBLAS 0.3.21 cblas_sgemm, core Haswell; blis: ...".
     info.openblas_core = blas.core;
+    for (std::size_t p = 0; p < refs.peers.size(); ++p) {
+      info.openblas_core += (p == 0 ? "; --vs " : "; ") + refs.peers[p] + ": " +
+                            refs.peer_info[p].kernel();
+    }
     s.run_id = s.store->begin_run(info);
     fmt::print(out, "results: {} (run {})\n", options.db_path, s.run_id);
   }

@@ -22,9 +22,12 @@ std::regex case_filter(const std::string& text, const char* option) {
   }
 }
 
-std::vector<std::string> variants_of(const SuiteCase& c) {
+std::vector<std::string> variants_of(const SuiteCase& c,
+                                     const std::vector<std::string>& references) {
   if (c.is_graph()) return {kImplKa, kImplKaUnfused, kImplLibtorch};
-  return {kImplKa, kImplLibtorch};
+  std::vector<std::string> variants = {kImplKa};
+  variants.insert(variants.end(), references.begin(), references.end());
+  return variants;
 }
 
 std::string keep_freed_memory() {

@@ -25,9 +25,11 @@ constexpr const char* kImplLibtorch = "libtorch";     ///< The reference.
 /// naming `option` when it does not compile.
 std::regex case_filter(const std::string& text, const char* option);
 
-/// The variants of `c`, each timed as its own benchmark: {ka, libtorch} for op cases,
-/// {ka, ka_unfused, libtorch} for graph cases. The last one is the libtorch reference.
-std::vector<std::string> variants_of(const SuiteCase& c);
+/// The variants of `c`, each timed as its own benchmark: ka, then `references` (--vs, in its
+/// order: libtorch and the peer libraries) for op cases; {ka, ka_unfused, libtorch} for graph
+/// cases. Every variant but libtorch is checked against libtorch before it is timed.
+std::vector<std::string> variants_of(const SuiteCase& c,
+                                     const std::vector<std::string>& references = {kImplLibtorch});
 
 struct CheckResult {
   bool correct = false;
@@ -73,6 +75,9 @@ struct CaseContext {
   /// Where op cases run: the CPU, or CUDA device 0 (ka's CUDA GEMM against libtorch's, i.e.
   /// cuBLAS; timed by CUDA events).
   DeviceType device = DeviceType::kCPU;
+  /// What op cases are timed against (--vs): libtorch and/or the peers of peer_blas.hpp, each
+  /// loaded (peer_library) and set to `threads` before a case is made.
+  std::vector<std::string> references = {kImplLibtorch};
 };
 
 /// The GPU of a `--device cuda` run.
@@ -102,7 +107,8 @@ class BenchCase {
   /// One call of variant `v`. Not ok when ka's kernel declines the case; throws what ka or
   /// libtorch throw.
   virtual Status run(std::size_t v) = 0;
-  /// Runs the libtorch reference and ka variant `v` once each and compares their outputs.
+  /// Runs the libtorch reference and variant `v` (ka's, or a peer library) once each and
+  /// compares their outputs.
   virtual CheckResult check(std::size_t v) = 0;
   /// What variant `v` runs as (a graph's plan is known once it has run).
   [[nodiscard]] virtual VariantInfo info(std::size_t v) const = 0;

@@ -1,5 +1,7 @@
 #include "gemm_case.hpp"
 
+#include "peer_blas.hpp"
+
 #include <ka/core/error.hpp>
 
 #include <ka/executor/cuda_executor.hpp>
@@ -18,9 +20,13 @@
 #include <torch/version.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 namespace ka::harness::detail {
 namespace {
@@ -35,6 +41,25 @@ double Tolerance::atol(std::int64_t k) const {
   return atol_per_sqrt_k * std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
 }
 
+namespace {
+// Note [Peer GEMM calls]
+// A peer computes what libtorch's at::addmm_out / at::mm_out do, into its own preallocated
+// output, from the same tensors. aten::mm is one sgemm with beta = 0. aten::addmm's bias (a
+// row of N) is first broadcast into C, scaled by beta, and then sgemm adds alpha * A B with
+// beta = 1. The broadcast is part of every timed call, as it is of libtorch's (addmm_out
+// copies the bias into its output before its GEMM); it writes M x N floats once, cheap
+// beside the GEMM. With beta = 0 the bias is ignored, as aten::addmm ignores it; with K = 0
+// no library is called (C is the bias, or zeros). The operands are passed row-major; one that
+// is not contiguous (no case builds one today) is copied once when the case is built,
+// outside timing.
+
+// `t` (rows x cols) as a row-major BLAS operand and its leading dimension, at least 1 (BLAS
+// checks that even for empty matrices).
+std::pair<at::Tensor, std::int64_t> blas_operand(const at::Tensor& t) {
+  return {t.contiguous(), std::max<std::int64_t>(1, t.size(1))};
+}
+}  // namespace
+
 struct GemmCase::Impl {
   SuiteCase c;
   CaseContext context;
@@ -44,6 +69,10 @@ struct GemmCase::Impl {
   Tolerance tolerance;
   at::Tensor mat1, mat2, bias, out_ka, out_ref;
   kernels::AddmmArgs args;
+  std::vector<std::string> variants;
+  // The peers' output (shared: one peer runs at a time) and operands; Note [Peer GEMM calls].
+  at::Tensor out_peer;
+  std::pair<at::Tensor, std::int64_t> peer_a, peer_b;  // (tensor, leading dimension)
 };
 
 ShapeKey GemmCase::shape_key(const SuiteCase& c) {
@@ -87,6 +116,13 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& co
   if (s.bias.defined()) s.args.self = extractor::to_view(s.bias);
   s.args.alpha = static_cast<float>(c.alpha);
   s.args.beta = static_cast<float>(c.beta);
+  s.variants = variants_of(c, context.references);
+  if (std::any_of(s.variants.begin(), s.variants.end(), is_peer)) {
+    KA_ASSERT(!s.cuda, "a CUDA case with CPU peer libraries (ka-bench refuses --vs with them)");
+    s.out_peer = at::empty({c.m, c.n}, opts);
+    s.peer_a = blas_operand(s.mat1);
+    s.peer_b = blas_operand(s.mat2);
+  }
 }
 
 GemmCase::~GemmCase() = default;
@@ -105,10 +141,57 @@ void GemmCase::run_libtorch() {
   }
 }
 
+Status GemmCase::run_peer(const std::string& name) {
+  Impl& s = *impl_;
+  const std::int64_t m = s.c.m;
+  const std::int64_t n = s.c.n;
+  if (m == 0 || n == 0) return Status::ok();
+  auto* out = s.out_peer.data_ptr<float>();
+  float beta = 0.0F;
+  if (s.bias.defined() && s.c.beta != 0.0) {
+    // Note [Peer GEMM calls]: the bias is broadcast into C inside the timed call.
+    const auto* bias = s.bias.data_ptr<float>();
+    const auto scale = static_cast<float>(s.c.beta);
+    const auto row_bytes = static_cast<std::size_t>(n) * sizeof(float);
+    for (std::int64_t i = 0; i < m; ++i) {
+      float* row = out + i * n;
+      if (scale == 1.0F) {
+        std::memcpy(row, bias, row_bytes);
+      } else {
+        for (std::int64_t j = 0; j < n; ++j) row[j] = scale * bias[j];
+      }
+    }
+    beta = 1.0F;
+  }
+  if (s.c.k == 0) {
+    // An empty product leaves beta * C: the bias, or zeros. dnnl_sgemm 2.6 refuses K = 0
+    // (invalid arguments), so no library is asked.
+    if (beta == 0.0F) std::fill(out, out + m * n, 0.0F);
+    return Status::ok();
+  }
+  SgemmArgs g;
+  g.m = m;
+  g.n = n;
+  g.k = s.c.k;
+  g.alpha = static_cast<float>(s.c.alpha);
+  g.a = s.peer_a.first.data_ptr<float>();
+  g.lda = s.peer_a.second;
+  g.b = s.peer_b.first.data_ptr<float>();
+  g.ldb = s.peer_b.second;
+  g.beta = beta;
+  g.c = out;
+  g.ldc = n;
+  return peer_library(name).sgemm(g);
+}
+
 Status GemmCase::run(std::size_t v) {
-  if (v == 0) return run_ka();
-  run_libtorch();
-  return Status::ok();
+  const std::string& impl = impl_->variants.at(v);
+  if (impl == kImplKa) return run_ka();
+  if (impl == kImplLibtorch) {
+    run_libtorch();
+    return Status::ok();
+  }
+  return run_peer(impl);
 }
 
 VariantInfo GemmCase::info(std::size_t v) const {
@@ -116,15 +199,20 @@ VariantInfo GemmCase::info(std::size_t v) const {
   VariantInfo info;
   info.op = s.c.op;
   info.shape_key = shape_key(s.c).str();
-  if (v == 0) {
+  const std::string& impl = s.variants.at(v);
+  if (impl == kImplKa) {
     const auto& d =
         s.cuda ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor();
     info.kernel = s.cuda ? d.name : d.name + "[" + kernels::gemm_cpu_isa() + "]";
     info.kernel_version = d.version;
     info.config = s.config.str();
     info.provenance = s.provenance;
-  } else {
+  } else if (impl == kImplLibtorch) {
     info.kernel = s.context.libtorch_gemm_kernel;
+  } else {
+    const PeerInfo peer = peer_library(impl).info();
+    info.kernel = peer.kernel();
+    info.config = "threads=" + std::to_string(peer.threads);
   }
   return info;
 }
@@ -132,23 +220,26 @@ VariantInfo GemmCase::info(std::size_t v) const {
 CheckResult GemmCase::check(std::size_t v) {
   Impl& s = *impl_;
   const Tolerance& tolerance = s.tolerance;
-  KA_ASSERT(v == 0, "GemmCase::check of variant ", v, ", which is not ka's");
+  const std::string& impl = s.variants.at(v);
+  KA_ASSERT(impl != kImplLibtorch, "GemmCase::check of libtorch, the reference itself");
+  const at::Tensor& out = impl == kImplKa ? s.out_ka : s.out_peer;
   CheckResult r;
-  s.out_ka.fill_(std::numeric_limits<float>::quiet_NaN());  // unwritten elements must show
+  out.fill_(std::numeric_limits<float>::quiet_NaN());  // unwritten elements must show
   run_libtorch();
-  if (Status st = run_ka(); !st) {
+  if (Status st = run(v); !st) {
     r.refused = true;
-    r.detail = "ka kernel refused the case: " + st.reason();
+    r.detail = (impl == kImplKa ? std::string("ka kernel") : impl) + " refused the case: " +
+               st.reason();
     return r;
   }
-  if (s.out_ka.numel() == 0) {
+  if (out.numel() == 0) {
     r.correct = true;
     return r;
   }
   const double atol = tolerance.atol(s.c.k);
-  const at::Tensor diff = (s.out_ka - s.out_ref).abs();
+  const at::Tensor diff = (out - s.out_ref).abs();
   const at::Tensor bound = s.out_ref.abs() * tolerance.rtol + atol;
-  const at::Tensor bad = diff.gt(bound).logical_or(s.out_ka.isnan().logical_xor(s.out_ref.isnan()));
+  const at::Tensor bad = diff.gt(bound).logical_or(out.isnan().logical_xor(s.out_ref.isnan()));
   r.max_abs_error = diff.nan_to_num(std::numeric_limits<double>::infinity()).max().item<double>();
   const auto nbad = bad.sum().item<std::int64_t>();
   r.correct = nbad == 0;
@@ -156,12 +247,11 @@ CheckResult GemmCase::check(std::size_t v) {
     const auto first = bad.flatten().nonzero()[0].item<std::int64_t>();
     const auto row = first / s.c.n;
     const auto col = first % s.c.n;
-    std::ostringstream out;
-    out << nbad << " of " << s.out_ka.numel() << " elements differ beyond atol=" << atol
-        << " rtol=" << tolerance.rtol << "; first at [" << row << ", " << col
-        << "]: ka=" << s.out_ka[row][col].item<float>()
-        << " libtorch=" << s.out_ref[row][col].item<float>();
-    r.detail = out.str();
+    std::ostringstream text;
+    text << nbad << " of " << out.numel() << " elements differ beyond atol=" << atol
+         << " rtol=" << tolerance.rtol << "; first at [" << row << ", " << col << "]: " << impl
+         << "=" << out[row][col].item<float>() << " libtorch=" << s.out_ref[row][col].item<float>();
+    r.detail = text.str();
   }
   return r;
 }

@@ -21,14 +21,16 @@ struct Tolerance {
   [[nodiscard]] double atol(std::int64_t k) const;
 };
 
-/// An aten::mm / aten::addmm case. Variants: 0 = ka's GEMM at the configuration the pipeline
-/// would choose for the shape (CPU: threads capped at the run's), 1 = libtorch
-/// (at::addmm_out / at::mm_out: OpenBLAS on the CPU, cuBLAS on a GPU). With
-/// context.device == CUDA the tensors live on CUDA device 0 and ka's CUDA SGEMM runs on the
-/// legacy default stream, libtorch's current stream, without waiting.
+/// An aten::mm / aten::addmm case. Variants (variants_of): 0 = ka's GEMM at the configuration
+/// the pipeline would choose for the shape (CPU: threads capped at the run's), then the
+/// context's references: libtorch (at::addmm_out / at::mm_out: OpenBLAS on the CPU, cuBLAS on
+/// a GPU) and the peer libraries (CPU only; Note [Peer GEMM calls]). With context.device ==
+/// CUDA the tensors live on CUDA device 0 and ka's CUDA SGEMM runs on the legacy default
+/// stream, libtorch's current stream, without waiting.
 class GemmCase final : public BenchCase {
  public:
-  /// Allocates and fills the inputs (seeded), the bias for addmm, and both outputs.
+  /// Allocates and fills the inputs (seeded), the bias for addmm, and the outputs. The peer
+  /// libraries among the context's references must be loaded (peer_library) and run on the CPU.
   GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& context);
   ~GemmCase() override;
 
@@ -44,6 +46,8 @@ class GemmCase final : public BenchCase {
   Status run_ka();
   /// One call of libtorch: at::addmm_out / at::mm_out into a preallocated output.
   void run_libtorch();
+  /// One call of peer library `name` into the peers' preallocated output.
+  Status run_peer(const std::string& name);
 
  private:
   struct Impl;

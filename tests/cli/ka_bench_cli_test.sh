@@ -10,6 +10,15 @@ suite_fixtures=${5:-}
 source "$(dirname "$0")/cli_common.sh"
 # Quick timing settings: these tests check behaviour, not speed.
 quick=(--min-time 0.002 --repetitions 2 --threads 2)
+# expect_exit STATUS ARGS...: runs ka-bench with ARGS into $tmp/out and $tmp/err; fails unless
+# it exits with STATUS.
+expect_exit() {
+  local want=$1
+  shift
+  "$ka_bench" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ $rc -eq "$want" ] || fail "ka-bench $*: exit $rc, expected $want"
+}
 
 case "$case_name" in
   smoke_writes_rows)
@@ -69,7 +78,7 @@ case "$case_name" in
     ;;
   help)
     "$ka_bench" --help >"$tmp/out" 2>"$tmp/err" || fail "--help exit $?"
-    for opt in --suite --db --threads --repetitions --min-time --list-suites --explain; do
+    for opt in --suite --db --threads --repetitions --min-time --list-suites --explain --vs; do
       grep -q -- "$opt" "$tmp/out" || fail "--help does not mention $opt"
     done
     "$ka_bench" --list-suites >"$tmp/out" 2>"$tmp/err" || fail "--list-suites exit $?"
@@ -236,6 +245,37 @@ case "$case_name" in
     fi
     "$ka_bench" --suite smoke --device tpu >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 2 ] || fail "--device tpu: expected exit 2"
+    ;;
+  vs_peers)
+    # Every CPU BLAS as a reference: each peer is checked against libtorch, timed and stored.
+    all=libtorch,openblas,blis,onednn
+    expect_exit 0 --suite smoke --db "$tmp/ka.db" "${quick[@]}" --vs $all
+    grep -qE "^peer openblas: OpenBLAS [0-9.]+ cblas_sgemm, core [A-Za-z0-9]+ \(OpenBLAS " "$tmp/out" || fail "header: no OpenBLAS version and core"
+    grep -qE "^peer blis: BLIS [0-9.]+ cblas_sgemm, configuration [a-z0-9]+;" "$tmp/out" || fail "header: no BLIS version and configuration"
+    grep -qE "^peer onednn: oneDNN [0-9]+\.[0-9]+\.[0-9]+ dnnl_sgemm, ISA [a-z0-9_]+ " "$tmp/out" || fail "header: no oneDNN version and ISA"
+    grep -qE "^case .*\| libtorch ms .*\| openblas ms +GFLOP/s \| +blis ms +GFLOP/s \| +onednn ms +GFLOP/s \| +ka/lt \| +ka/best best$" "$tmp/out" || fail "summary columns"
+    grep -qE "^primes +37 +53 +71 \|.*\| +[0-9.]+x \| +[0-9.]+x (libtorch|openblas|blis|onednn)$" "$tmp/out" || fail "no ka/lt and ka/best for primes"
+    grep -qE "^geometric mean of ka/best over 5 cases: [0-9.]+x" "$tmp/out" || fail "no geometric mean of ka/best"
+    grep -q "^stored 25 benchmark results" "$tmp/out" || fail "closing line: 5 cases x 5 variants"
+    for p in openblas blis onednn; do
+      ok=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE impl='$p' AND disposition='ok' AND median_ns > 0 AND max_abs_error IS NOT NULL AND benchmark_name LIKE 'smoke/%/$p'")
+      [ "$ok" = "5" ] || fail "expected 5 checked ok rows for $p, got $ok"
+    done
+    kernel=$("$sqlite3" "$tmp/ka.db" "SELECT kernel FROM results WHERE impl='blis' AND case_name='primes'")
+    [[ "$kernel" == "BLIS "*" cblas_sgemm, configuration "* ]] || fail "blis kernel: '$kernel'"
+    core=$("$sqlite3" "$tmp/ka.db" "SELECT openblas_core FROM runs")
+    [[ "$core" == *"; --vs openblas: OpenBLAS "*"; blis: BLIS "*"; onednn: oneDNN "* ]] || fail "runs.openblas_core lacks the peers: '$core'"
+    # Without libtorch: ka/best only, libtorch still the correctness reference, not timed.
+    expect_exit 0 --suite smoke --no-db "${quick[@]}" --vs openblas --benchmark_filter=primes
+    grep -q "libtorch ms" "$tmp/out" && fail "libtorch timed although --vs left it out"
+    grep -qE "^primes +37 +53 +71 \|.*\| +[0-9.]+x openblas$" "$tmp/out" || fail "--vs openblas row"
+    ;;
+  vs_missing)
+    expect_exit 2 --suite smoke --db "$tmp/ka.db" "${quick[@]}" --vs libtorch,mkl
+    grep -q "ka-bench: error: --vs mkl: unknown library (expected libtorch, openblas, blis or onednn)" "$tmp/err" || fail "message"
+    [ ! -e "$tmp/ka.db" ] || fail "a database was created for a failed start"
+    expect_exit 2 --suite smoke --no-db --vs blis,blis
+    grep -q "names blis twice" "$tmp/err" || fail "repeated-name message"
     ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;

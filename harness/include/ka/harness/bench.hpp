@@ -19,6 +19,9 @@ struct BenchOptions {
   /// "cpu", or "cuda": op cases on CUDA device 0, ka's CUDA GEMM against libtorch's (cuBLAS),
   /// timed by CUDA events; graph cases are left out (they run on the CPU).
   std::string device = "cpu";
+  /// What op cases are timed against (--vs): a comma list of libtorch, openblas, blis, onednn
+  /// (the peer libraries, loaded with dlopen and checked against libtorch like ka).
+  std::string references = "libtorch";
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
   double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
   bool explain = false;

@@ -1,0 +1,119 @@
+// ka-bench --vs: the reference list, and the peer libraries computing what libtorch
+// computes.
+#include <ka/core/error.hpp>
+#include <ka/harness/suite.hpp>
+
+#include "bench_case.hpp"
+#include "peer_blas.hpp"
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace ka::harness::detail {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+// The ValueError message of `fn`, or "" when it did not throw one.
+template <typename Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+TEST(Peers, ReferencesKeepTheOrderGiven) {
+  EXPECT_EQ(parse_references("libtorch"), Strings{"libtorch"});
+  EXPECT_EQ(parse_references("onednn,libtorch,blis,openblas"),
+            (Strings{"onednn", "libtorch", "blis", "openblas"}));
+  EXPECT_EQ(parse_references("blis"), Strings{"blis"});
+}
+
+TEST(Peers, BadReferenceListsAreUsageErrors) {
+  EXPECT_EQ(error_of([] { parse_references("libtorch,mkl"); }),
+            "--vs mkl: unknown library (expected libtorch, openblas, blis or onednn)");
+  EXPECT_NE(error_of([] { parse_references("blis,blis"); }).find("names blis twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_references(""); }).find("empty entry"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_references("openblas,"); }).find("empty entry"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_references("OpenBLAS"); }), "") << "names are lower case";
+}
+
+TEST(Peers, OnlyTheLoadedLibrariesArePeers) {
+  EXPECT_TRUE(is_peer("openblas"));
+  EXPECT_TRUE(is_peer("blis"));
+  EXPECT_TRUE(is_peer("onednn"));
+  EXPECT_FALSE(is_peer("libtorch"));
+  EXPECT_FALSE(is_peer("ka"));
+}
+
+TEST(Peers, AMissingLibraryNamesItsDebianPackage) {
+  EXPECT_EQ(missing_peer_message("blis"),
+            "--vs blis: libblis.so.4 not found; install the Debian package libblis4-pthread "
+            "(scripts/install-deps.sh installs it)");
+  EXPECT_NE(missing_peer_message("openblas").find("libopenblas0-pthread"), std::string::npos);
+  EXPECT_NE(missing_peer_message("onednn").find("libdnnl.so.2"), std::string::npos);
+}
+
+TEST(Peers, VariantsAreKaThenTheReferences) {
+  SuiteCase c;
+  c.op = "aten::mm";
+  EXPECT_EQ(variants_of(c), (Strings{"ka", "libtorch"}));
+  EXPECT_EQ(variants_of(c, {"blis", "libtorch"}), (Strings{"ka", "blis", "libtorch"}));
+  EXPECT_EQ(variants_of(c, {"openblas"}), (Strings{"ka", "openblas"}));
+  c.graph = "g";  // graph cases keep their own variants
+  EXPECT_EQ(variants_of(c, {"openblas"}), (Strings{"ka", "ka_unfused", "libtorch"}));
+}
+
+// The peers are loaded with RTLD_DEEPBIND, which the sanitizers' runtimes refuse.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+TEST(Peers, EveryPeerComputesWhatLibtorchComputes) {
+  if (kSanitized) GTEST_SKIP() << "dlopen(RTLD_DEEPBIND) is refused under a sanitizer";
+  Strings refs = {"libtorch"};
+  for (const char* peer : {"openblas", "blis", "onednn"}) {
+    try {
+      peer_library(peer).set_threads(2);
+      refs.emplace_back(peer);
+    } catch (const ValueError& e) {
+      std::cout << "skipping " << peer << ": " << e.what() << "\n";
+    }
+  }
+  if (refs.size() == 1) GTEST_SKIP() << "no peer library installed";
+  // alpha/beta, an odd shape, K = 0 and aten::mm.
+  const Suite s = load_suite_file(std::string(KA_TEST_SUITES_DIR) + "/smoke.yaml");
+  CaseContext context{2, "at::addmm_out (x)"};
+  context.references = refs;
+  for (const SuiteCase& c : s.cases) {
+    SCOPED_TRACE(c.name);
+    const auto b = make_bench_case(c, 7, context);
+    const Strings variants = variants_of(c, refs);
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      if (!is_peer(variants[v])) continue;
+      SCOPED_TRACE(variants[v]);
+      const CheckResult r = b->check(v);
+      EXPECT_TRUE(r.correct) << r.detail;
+      EXPECT_TRUE(b->run(v).is_ok());
+      const VariantInfo info = b->info(v);
+      EXPECT_EQ(info.config, "threads=2");
+      const bool names_its_kernels = info.kernel.find(", core ") != std::string::npos ||
+                                     info.kernel.find(", configuration ") != std::string::npos ||
+                                     info.kernel.find(", ISA ") != std::string::npos;
+      EXPECT_TRUE(names_its_kernels) << info.kernel;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ka::harness::detail
