@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
                  "loaded at run time (Debian libopenblas0-pthread, libblis4-pthread, libdnnl2); "
                  "CPU only")
       ->capture_default_str();
+  app.add_option("--isa", options.isa,
+                 "avx512, avx2 or generic: run ka (KA_CPU_ISA) and every library on that ISA "
+                 "family (OPENBLAS_CORETYPE SkylakeX/Haswell/Nehalem, BLIS skx/haswell/penryn, "
+                 "ONEDNN_MAX_CPU_ISA AVX512_CORE/AVX2/SSE41); ka-bench sets them and re-executes "
+                 "itself, and the header says what each library then runs")
+      ->check(CLI::IsMember({"avx512", "avx2", "generic"}));
   app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
       ->capture_default_str();
   app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")
@@ -137,6 +143,7 @@ int main(int argc, char** argv) {
     if (options.suite.empty()) {
       return fail(2, "--suite is required (try --list-suites)");
     }
+    ka::harness::apply_isa_restriction(options, argv);  // may re-execute ka-bench
     return ka::harness::run_suite(options);
   } catch (const ka::ValueError& e) {
     return fail(2, e.what());

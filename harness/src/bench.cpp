@@ -1,5 +1,6 @@
 #include "bench_case.hpp"
 #include "blas_info.hpp"
+#include "isa_restriction.hpp"
 #include "peer_blas.hpp"
 
 #include <ka/core/error.hpp>
@@ -713,10 +714,45 @@ References setup_references(const BenchOptions& options, detail::CaseContext& co
 void print_peers(const References& refs, std::FILE* out) {
   for (std::size_t p = 0; p < refs.peers.size(); ++p) {
     const detail::PeerInfo& info = refs.peer_info[p];
-    fmt::print(out, "peer {}: {}{}; {}, {} thread(s) by {}; checked against libtorch like ka\n",
+    // BLIS 0.9 falls back to portable C on a CPU it does not know (AMD's family 26, for one).
+    const bool blis_fallback = refs.peers[p] == detail::kImplBlis && info.core == "generic" &&
+                               std::getenv(detail::kIsaMarker) == nullptr;
+    fmt::print(out, "peer {}: {}{}; {}, {} thread(s) by {}; checked against libtorch like ka{}\n",
                refs.peers[p], info.kernel(), info.detail.empty() ? "" : " (" + info.detail + ")",
-               info.library, info.threads, info.threads_by);
+               info.library, info.threads, info.threads_by,
+               blis_fallback ? "; BLIS did not recognise this CPU and runs its portable C "
+                               "kernels (--isa avx512 or avx2 selects skx or haswell)"
+                             : "");
   }
+}
+
+// The --isa line: what was set before the libraries loaded (Note [--isa]), what each library
+// reports it runs, and any that does not run what was asked.
+void print_isa_restriction(const std::string& isa, const References& refs, std::FILE* out) {
+  const detail::IsaRestriction r = detail::isa_restriction(isa, cpu_isa_level());
+  std::string set;
+  for (const char* var :
+       {"KA_CPU_ISA", "OPENBLAS_CORETYPE", "ONEDNN_MAX_CPU_ISA", "BLIS_ARCH_TYPE"}) {
+    if (const char* value = std::getenv(var)) set += fmt::format(" {}={}", var, value);
+  }
+  std::vector<std::pair<std::string, std::string>> runs = {{"ka", kernels::gemm_cpu_isa()},
+                                                           {kImplLibtorch, refs.blas.core}};
+  for (std::size_t p = 0; p < refs.peers.size(); ++p) {
+    runs.emplace_back(refs.peers[p], refs.peer_info[p].core);
+  }
+  std::string running;
+  std::string astray;
+  for (const auto& [library, core] : runs) {
+    running += fmt::format("{}{} {}", running.empty() ? "" : ", ", library, core);
+    if (core != r.expected_core(library)) {
+      astray += fmt::format("; WARNING: {} runs {}, not {}", library, core,
+                            r.expected_core(library));
+    }
+  }
+  // The FMA probe (profiler) runs the CPU's widest loop whatever --isa says.
+  fmt::print(out, "ISA restriction (--isa {}):{}, set before any library loaded; running: {}{}; "
+                  "%peak stays against the CPU's widest FMA loop\n",
+             isa, set, running, astray);
 }
 
 // One "correctness:" line per kind of criterion the suite's cases use.
@@ -1009,6 +1045,8 @@ int run_suite(const BenchOptions& options) {
   s.options.threads = options.threads == 0 ? hw : options.threads;
   // Untuned configs are the ones ka's heuristics plan for this many threads.
   kernels::set_cpu_thread_limit(s.options.threads);
+  KA_CHECK(options.isa.empty() || !gpu, "--isa ", options.isa, " restricts the CPU libraries; ",
+           "not with --device cuda");
   // --vs is checked and its libraries loaded before anything is measured or stored.
   const References refs = setup_references(s.options, s.context);
   const std::string configs = detail::load_tuned_table(
@@ -1106,6 +1144,7 @@ int run_suite(const BenchOptions& options) {
                detail::libtorch_version(), s.context.libtorch_gemm_kernel,
                blas.coretype_env.empty() ? "(unset)" : blas.coretype_env, s.options.threads);
     print_peers(refs, out);
+    if (!options.isa.empty()) print_isa_restriction(options.isa, refs, out);
     fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
                     "{:.1f} on 1; each GEMM case's %peak uses a {}-thread probe run right "
                     "before it\n",

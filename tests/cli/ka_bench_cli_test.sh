@@ -78,7 +78,7 @@ case "$case_name" in
     ;;
   help)
     "$ka_bench" --help >"$tmp/out" 2>"$tmp/err" || fail "--help exit $?"
-    for opt in --suite --db --threads --repetitions --min-time --list-suites --explain --vs; do
+    for opt in --suite --db --threads --repetitions --min-time --list-suites --explain --vs --isa; do
       grep -q -- "$opt" "$tmp/out" || fail "--help does not mention $opt"
     done
     "$ka_bench" --list-suites >"$tmp/out" 2>"$tmp/err" || fail "--list-suites exit $?"
@@ -276,6 +276,33 @@ case "$case_name" in
     [ ! -e "$tmp/ka.db" ] || fail "a database was created for a failed start"
     expect_exit 2 --suite smoke --no-db --vs blis,blis
     grep -q "names blis twice" "$tmp/err" || fail "repeated-name message"
+    ;;
+  isa_avx2)
+    # One ISA family for ka and every library; skipped where the CPU has no AVX2.
+    if ! grep -qw avx2 /proc/cpuinfo; then
+      expect_exit 2 --suite smoke --no-db --isa avx2
+      grep -q "this CPU supports only" "$tmp/err" || fail "message"
+      echo "PASS [$case_name] (no AVX2 here: only the refusal was checked)"
+      exit 0
+    fi
+    expect_exit 0 --suite smoke --db "$tmp/ka.db" "${quick[@]}" --vs libtorch,openblas,blis,onednn --isa avx2 --benchmark_filter='primes|tails'
+    grep -qE "^ISA restriction \(--isa avx2\): KA_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 BLIS_ARCH_TYPE=[0-9]+, set before any library loaded; running: ka avx2, libtorch Haswell, openblas Haswell, blis haswell, onednn avx2; %peak " "$tmp/out" || fail "ISA restriction line"
+    grep -qE "^device: .*, avx2 micro-kernel$" "$tmp/out" || fail "ka not on its avx2 micro-kernel"
+    grep -qE "^peer openblas: OpenBLAS [0-9.]+ cblas_sgemm, core Haswell " "$tmp/out" || fail "OpenBLAS does not report a Haswell core"
+    grep -q "OPENBLAS_CORETYPE=Haswell;" "$tmp/out" || fail "libtorch line"
+    coretype=$("$sqlite3" "$tmp/ka.db" "SELECT openblas_coretype || '|' || openblas_core FROM runs")
+    [[ "$coretype" == "Haswell|Haswell; --vs openblas: OpenBLAS "*"core Haswell; blis: BLIS "*"configuration haswell; onednn: oneDNN "*"ISA avx2" ]] || fail "runs row: '$coretype'"
+    ok=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE disposition='ok'")
+    [ "$ok" = "10" ] || fail "expected 10 ok rows (2 cases x 5 variants), got $ok"
+    expect_exit 2 --suite smoke --no-db --isa sse2
+    # AVX-512 where the CPU has it (the names ka's kernels require), else a refusal.
+    if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+      expect_exit 0 --suite smoke --no-db "${quick[@]}" --vs openblas --isa avx512 --benchmark_filter=primes
+      grep -qE "^ISA restriction \(--isa avx512\): .*running: ka avx512, libtorch SkylakeX, openblas SkylakeX; %peak " "$tmp/out" || fail "--isa avx512 line"
+    else
+      expect_exit 2 --suite smoke --no-db --isa avx512
+      grep -q "ka-bench: error: --isa avx512: this CPU supports only" "$tmp/err" || fail "--isa avx512 refusal"
+    fi
     ;;
   *)
     echo "unknown test case $case_name"; exit 2 ;;

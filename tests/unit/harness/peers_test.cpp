@@ -1,9 +1,10 @@
-// ka-bench --vs: the reference list, and the peer libraries computing what libtorch
-// computes.
+// ka-bench --vs and --isa: the reference list, the ISA restriction each library is given,
+// and the peer libraries computing what libtorch computes.
 #include <ka/core/error.hpp>
 #include <ka/harness/suite.hpp>
 
 #include "bench_case.hpp"
+#include "isa_restriction.hpp"
 #include "peer_blas.hpp"
 
 #include <gtest/gtest.h>
@@ -70,6 +71,48 @@ TEST(Peers, VariantsAreKaThenTheReferences) {
   EXPECT_EQ(variants_of(c, {"openblas"}), (Strings{"ka", "openblas"}));
   c.graph = "g";  // graph cases keep their own variants
   EXPECT_EQ(variants_of(c, {"openblas"}), (Strings{"ka", "ka_unfused", "libtorch"}));
+}
+
+TEST(IsaRestriction, EachLibraryGetsItsOwnNameForTheFamily) {
+  const IsaRestriction avx2 = isa_restriction("avx2", "avx512");
+  EXPECT_EQ(avx2.openblas_coretype, "Haswell");
+  EXPECT_EQ(avx2.blis_config, "haswell");
+  EXPECT_EQ(avx2.onednn_max_cpu_isa, "AVX2");
+  EXPECT_EQ(avx2.expected_core("ka"), "avx2");
+  EXPECT_EQ(avx2.expected_core("libtorch"), "Haswell");
+  EXPECT_EQ(avx2.expected_core("openblas"), "Haswell");
+  EXPECT_EQ(avx2.expected_core("blis"), "haswell");
+  EXPECT_EQ(avx2.expected_core("onednn"), "avx2");
+  const IsaRestriction avx512 = isa_restriction("avx512", "avx512");
+  EXPECT_EQ(avx512.openblas_coretype, "SkylakeX");
+  EXPECT_EQ(avx512.blis_config, "skx");
+  EXPECT_EQ(avx512.expected_core("onednn"), "avx512_core");
+  const IsaRestriction generic = isa_restriction("generic", "generic");
+  EXPECT_EQ(generic.openblas_coretype, "Nehalem");
+  EXPECT_EQ(generic.blis_config, "penryn");
+  EXPECT_EQ(generic.onednn_max_cpu_isa, "SSE41");
+}
+
+TEST(IsaRestriction, IsCheckedAgainstTheCpu) {
+  EXPECT_EQ(error_of([] { isa_restriction("avx512", "avx2"); }),
+            "--isa avx512: this CPU supports only avx2");
+  EXPECT_EQ(error_of([] { isa_restriction("avx2", "sse4.2"); }),
+            "--isa avx2: this CPU supports only sse4.2");
+  EXPECT_EQ(error_of([] { isa_restriction("avx2", "avx2"); }), "");
+  EXPECT_EQ(error_of([] { isa_restriction("generic", "generic"); }), "");
+  EXPECT_EQ(error_of([] { isa_restriction("neon", "avx512"); }),
+            "--isa neon: expected avx512, avx2 or generic");
+}
+
+TEST(IsaRestriction, EnvironmentSetsBlisOnlyWhenLoaded) {
+  const IsaRestriction r = isa_restriction("avx2", "avx2");
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(isa_environment(r, -1), (Env{{"KA_CPU_ISA", "avx2"},
+                                         {"OPENBLAS_CORETYPE", "Haswell"},
+                                         {"ONEDNN_MAX_CPU_ISA", "AVX2"}}));
+  const Env with_blis = isa_environment(r, 3);
+  ASSERT_EQ(with_blis.size(), 4U);
+  EXPECT_EQ(with_blis.back(), (std::pair<std::string, std::string>{"BLIS_ARCH_TYPE", "3"}));
 }
 
 // The peers are loaded with RTLD_DEEPBIND, which the sanitizers' runtimes refuse.

@@ -22,6 +22,9 @@ struct BenchOptions {
   /// What op cases are timed against (--vs): a comma list of libtorch, openblas, blis, onednn
   /// (the peer libraries, loaded with dlopen and checked against libtorch like ka).
   std::string references = "libtorch";
+  /// --isa: avx512, avx2 or generic runs ka and every library on that ISA family (see
+  /// apply_isa_restriction); "" = each picks its own.
+  std::string isa;
   int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
   double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
   bool explain = false;
@@ -42,5 +45,13 @@ struct BenchOptions {
 /// options (the caller exits 2) and ka::DbError when the database cannot be opened or written
 /// (checked before any benchmark runs).
 int run_suite(const BenchOptions& options);
+
+/// Puts the process under `options.isa` (Note [--isa] in isa_restriction.cpp): sets KA_CPU_ISA,
+/// OPENBLAS_CORETYPE, ONEDNN_MAX_CPU_ISA and (with --vs blis) BLIS_ARCH_TYPE, and re-executes
+/// /proc/self/exe with `argv` so the libraries read them when they load; returns at once when
+/// `options.isa` is empty or they are already set (or this process is the re-executed one).
+/// Throws ka::ValueError for an unknown ISA, one this CPU cannot run, or a bad --vs; ka::Error
+/// when execv fails.
+void apply_isa_restriction(const BenchOptions& options, char** argv);
 
 }  // namespace ka::harness
