@@ -2,6 +2,7 @@
 #include "blas_info.hpp"
 #include "isa_restriction.hpp"
 #include "peer_blas.hpp"
+#include "roofline.hpp"
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
@@ -117,6 +118,7 @@ struct Session {
   double peak_gflops = 0.0;
   int graph_threads = 1;  // threads ka's graph runs use (--threads)
   double first_copy_gbps = 0.0;  // the copy bandwidth probed at the start
+  double read_gbps = 0.0;  // the streaming-read bandwidth probed at the start (decode cases)
   // The current graph case's copy probe, Note [Paired copy probes].
   std::unique_ptr<profiler::CopyProbe> probe;
   std::size_t probe_request = 0;               // the array bytes it was made for
@@ -587,6 +589,43 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
   }
 }
 
+// Decode cases (M <= 16) against their roofline: they are bound by reading B once.
+void print_decode_summary(const Session& s, std::FILE* out) {
+  std::vector<std::string> impls = {kImplKa};
+  impls.insert(impls.end(), s.context.references.begin(), s.context.references.end());
+  auto width = [](const std::string& impl) {
+    return std::max(8, static_cast<int>(impl.size()) + 5);
+  };
+  std::string head = fmt::format("{:<28} {:>6} {:>6} {:>6} | {:>9}", "decode case", "M", "K", "N",
+                                 "roof GF/s");
+  for (const std::string& impl : impls) {
+    head += fmt::format(" | {:>{}} {:>6}", impl + " GB/s", width(impl), "%roof");
+  }
+  fmt::print(out, "\n{}\n", head);
+  for (std::size_t i = 0; i < s.cases.size(); ++i) {
+    const CaseState& cs = s.cases[i];
+    if (cs.c.is_graph() || cs.c.m > detail::kDecodeMaxM) continue;
+    const double roof = detail::decode_roofline_gflops(case_peak(s, cs), s.read_gbps, cs.c.m);
+    std::string row = fmt::format("{:<28} {:>6} {:>6} {:>6} | {:>9.1f}", cs.c.name, cs.c.m,
+                                  cs.c.k, cs.c.n, roof);
+    for (const std::string& impl : impls) {
+      const Outcome* o = outcome_of(s, i, impl);
+      if (!timed(o)) {
+        row += fmt::format(" | {} {:>6}", time_cell(o, width(impl)), "-");
+        continue;
+      }
+      const double gbps = detail::b_bytes(cs.c.k, cs.c.n) / o->summary.median;
+      const double pct = roof > 0.0 ? cs.flop / o->summary.median / roof * 100.0 : 0.0;
+      row += fmt::format(" | {:>{}.1f} {:>5.1f}%", gbps, width(impl), pct);
+    }
+    fmt::print(out, "{}\n", row);
+  }
+  fmt::print(out, "(decode cases: GB/s = bytes of B (4*K*N) / median time; %roof = GFLOP/s over "
+                  "the roofline min(FMA peak probed before the case, {:.1f} GB/s read bandwidth x "
+                  "M/2 FLOP per byte of B))\n",
+             s.read_gbps);
+}
+
 void print_graph_summary(const Session& s, std::FILE* out) {
   // Each case's %copy is the median of its paired ratios (Note [Paired copy probes]); %best
   // quotes the same time against the best probe of the whole run, which no case is flattered by.
@@ -658,6 +697,7 @@ void print_summary(const Session& s, std::FILE* out) {
   const bool any_graph = std::any_of(s.cases.begin(), s.cases.end(),
                                      [](const CaseState& cs) { return cs.c.is_graph(); });
   if (any_gemm) print_gemm_summary(s, out);
+  if (any_gemm && s.read_gbps > 0.0) print_decode_summary(s, out);
   if (any_gemm && any_graph) fmt::print(out, "\n");
   if (any_graph) print_graph_summary(s, out);
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
@@ -1111,6 +1151,14 @@ int run_suite(const BenchOptions& options) {
   profiler::BandwidthMeasurement copy;
   if (any_graph_case) copy = profiler::measure_copy_bandwidth(s.graph_threads);
   s.first_copy_gbps = copy.gbytes_per_s;
+  // Decode cases are quoted against a roofline drawn with the streaming-read bandwidth.
+  const bool any_decode_case =
+      !gpu && std::any_of(s.suite.cases.begin(), s.suite.cases.end(), [](const SuiteCase& c) {
+        return !c.is_graph() && c.m <= detail::kDecodeMaxM;
+      });
+  detail::ReadBandwidth read;
+  if (any_decode_case) read = detail::measure_read_bandwidth(s.options.threads);
+  s.read_gbps = read.gbytes_per_s;
 
   const DeviceFingerprint fp = cpu_fingerprint();
 
@@ -1149,6 +1197,13 @@ int run_suite(const BenchOptions& options) {
                     "{:.1f} on 1; each GEMM case's %peak uses a {}-thread probe run right "
                     "before it\n",
                peak.isa, peak.gflops, peak.threads, peak1.gflops, s.options.threads);
+  }
+  if (any_decode_case) {
+    fmt::print(out, "read bandwidth (measured now, sum of {} MiB on {} thread(s), median of {}): "
+                    "{:.1f} GB/s; decode cases (M <= {}) are quoted against min(FMA peak, read "
+                    "bandwidth x M/2 FLOP per byte of B)\n",
+               read.array_bytes >> 20, read.threads, read.rounds, read.gbytes_per_s,
+               detail::kDecodeMaxM);
   }
   if (any_graph_case) {
     fmt::print(out, "copy bandwidth (measured now, STREAM copy of 2 x {} MiB on {} thread(s), "

@@ -1,11 +1,12 @@
-// ka-bench --vs and --isa: the reference list, the ISA restriction each library is given,
-// and the peer libraries computing what libtorch computes.
+// ka-bench --vs and --isa: the reference list, the ISA restriction each library is given, the
+// decode roofline, and the peer libraries computing what libtorch computes.
 #include <ka/core/error.hpp>
 #include <ka/harness/suite.hpp>
 
 #include "bench_case.hpp"
 #include "isa_restriction.hpp"
 #include "peer_blas.hpp"
+#include "roofline.hpp"
 
 #include <gtest/gtest.h>
 
@@ -113,6 +114,24 @@ TEST(IsaRestriction, EnvironmentSetsBlisOnlyWhenLoaded) {
   const Env with_blis = isa_environment(r, 3);
   ASSERT_EQ(with_blis.size(), 4U);
   EXPECT_EQ(with_blis.back(), (std::pair<std::string, std::string>{"BLIS_ARCH_TYPE", "3"}));
+}
+
+TEST(Roofline, DecodeIsBoundByReadingBOnce) {
+  EXPECT_DOUBLE_EQ(b_bytes(4096, 11008), 4.0 * 4096 * 11008);
+  // M = 1: 0.5 FLOP per byte of B, so 50 GB/s reads allow 25 GFLOP/s.
+  EXPECT_DOUBLE_EQ(decode_roofline_gflops(200.0, 50.0, 1), 25.0);
+  EXPECT_DOUBLE_EQ(decode_roofline_gflops(200.0, 50.0, 16), 200.0) << "M = 16 reaches the FMA peak";
+  EXPECT_DOUBLE_EQ(decode_roofline_gflops(500.0, 50.0, 16), 400.0);
+  EXPECT_DOUBLE_EQ(decode_roofline_gflops(0.0, 50.0, 1), 0.0) << "unknown peak";
+  EXPECT_DOUBLE_EQ(decode_roofline_gflops(200.0, 0.0, 1), 0.0) << "unknown bandwidth";
+}
+
+TEST(Roofline, ReadProbeMeasuresSomething) {
+  const ReadBandwidth r = measure_read_bandwidth(1, std::size_t{8} << 20, 3);
+  EXPECT_GT(r.gbytes_per_s, 0.0);
+  EXPECT_EQ(r.array_bytes, std::size_t{8} << 20);
+  EXPECT_EQ(r.rounds, 3);
+  EXPECT_EQ(r.threads, 1);
 }
 
 // The peers are loaded with RTLD_DEEPBIND, which the sanitizers' runtimes refuse.
