@@ -38,41 +38,58 @@ struct Free {
   void operator()(std::uint64_t* p) const { std::free(p); }
 };
 
+constexpr std::size_t kBlock = std::size_t{1} << 20;
+constexpr std::size_t kWords = kBlock / sizeof(std::uint64_t);
+
 }  // namespace
 
-ReadBandwidth measure_read_bandwidth(int threads, std::size_t array_bytes, int rounds) {
-  constexpr std::size_t kBlock = std::size_t{1} << 20;
+struct ReadProbe::Impl {
+  int threads = 1;
+  std::size_t blocks = 0;
+  std::unique_ptr<std::uint64_t, Free> data;
+
+  // Runs fn(block) over every block on the probe's threads; returns the wall seconds.
+  template <typename Fn>
+  double over_blocks(const Fn& fn) const {
+    const auto t0 = std::chrono::steady_clock::now();
+    ThreadPool::global().parallel_for(static_cast<std::int64_t>(blocks), threads,
+                                      [&](std::int64_t b) {
+                                        fn(data.get() + static_cast<std::size_t>(b) * kWords);
+                                      });
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+ReadProbe::ReadProbe(int threads, std::size_t array_bytes) : impl_(std::make_unique<Impl>()) {
   if (array_bytes == 0) {
     const auto l3 = static_cast<std::size_t>(std::max<std::int64_t>(0, cpu_fingerprint().l3_bytes));
     array_bytes = std::clamp(4 * l3, std::size_t{128} << 20, std::size_t{1} << 30);
   }
-  const std::size_t blocks = std::max<std::size_t>(1, array_bytes / kBlock);
-  array_bytes = blocks * kBlock;
-  std::unique_ptr<std::uint64_t, Free> data(
-      static_cast<std::uint64_t*>(std::aligned_alloc(64, array_bytes)));
-  if (data == nullptr) throw std::bad_alloc();
-  constexpr std::size_t kWords = kBlock / sizeof(std::uint64_t);
-  auto& pool = ThreadPool::global();
-  const auto n = static_cast<std::int64_t>(blocks);
+  impl_->threads = std::max(1, threads);
+  impl_->blocks = std::max<std::size_t>(1, array_bytes / kBlock);
+  impl_->data.reset(static_cast<std::uint64_t*>(std::aligned_alloc(64, impl_->blocks * kBlock)));
+  if (impl_->data == nullptr) throw std::bad_alloc();
   // First touch by the threads that read, so the pages are mapped before any timing.
-  pool.parallel_for(n, threads, [&](std::int64_t b) {
-    std::memset(data.get() + static_cast<std::size_t>(b) * kWords, 1, kBlock);
-  });
+  impl_->over_blocks([](std::uint64_t* block) { std::memset(block, 1, kBlock); });
+}
+
+ReadProbe::~ReadProbe() = default;
+
+ReadBandwidth ReadProbe::measure(int rounds) {
+  const Impl& p = *impl_;
   auto pass = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(n, threads, [&](std::int64_t b) {
-      g_sink.fetch_add(sum_words(data.get() + static_cast<std::size_t>(b) * kWords, kWords),
-                       std::memory_order_relaxed);
+    return p.over_blocks([](const std::uint64_t* block) {
+      g_sink.fetch_add(sum_words(block, kWords), std::memory_order_relaxed);
     });
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   pass();
+  const std::size_t bytes = p.blocks * kBlock;
   std::vector<double> gbps;
   for (int r = 0; r < std::max(1, rounds); ++r) {
-    gbps.push_back(static_cast<double>(array_bytes) / pass() / 1e9);
+    gbps.push_back(static_cast<double>(bytes) / pass() / 1e9);
   }
   const int measured = static_cast<int>(gbps.size());
-  return {profiler::summarize(std::move(gbps)).median, threads, array_bytes, measured};
+  return {profiler::summarize(std::move(gbps)).median, p.threads, bytes, measured};
 }
 
 double b_bytes(std::int64_t k, std::int64_t n) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace ka::harness::detail {
 
@@ -16,10 +17,29 @@ struct ReadBandwidth {
   int rounds = 0;
 };
 
-/// Sums an array of `array_bytes` (0: four times the L3, 128 MiB to 1 GiB) in 1 MiB blocks on
-/// `threads` threads of ka's pool: one untimed pass (after the pages are first touched), then
-/// the median of `rounds` timed ones. Throws std::bad_alloc when the array cannot be had.
-ReadBandwidth measure_read_bandwidth(int threads, std::size_t array_bytes = 0, int rounds = 5);
+/// The streaming-read probe with its array kept: allocated and first touched once, by the
+/// threads that then read it, and measured as often as needed (right before each decode case:
+/// this VM's bandwidth moves by 2x with its neighbours' load). Not thread-safe.
+///
+///   ReadProbe probe(threads);
+///   const double gbps = probe.measure().gbytes_per_s;
+class ReadProbe {
+ public:
+  /// An array of `array_bytes` (0: four times the L3, 128 MiB to 1 GiB), whole 1 MiB blocks.
+  /// Throws std::bad_alloc when it cannot be had.
+  explicit ReadProbe(int threads, std::size_t array_bytes = 0);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+
+  /// Sums the array in 1 MiB blocks on the probe's threads of ka's pool: one untimed pass,
+  /// then the median of `rounds` timed ones.
+  ReadBandwidth measure(int rounds = 5);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Op cases with M <= 16 are decode cases: memory-bound on reading B.
 constexpr std::int64_t kDecodeMaxM = 16;
