@@ -32,8 +32,8 @@ class ReadProbe {
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
 
-  /// Sums the array in 1 MiB blocks on the probe's threads of ka's pool: one untimed pass,
-  /// then the median of `rounds` timed ones.
+  /// Sums the array in 1 MiB blocks with the widest vector loads the CPU has, on the probe's
+  /// threads of ka's pool: one untimed pass, then the median of `rounds` timed ones.
   ReadBandwidth measure(int rounds = 5);
 
  private:
