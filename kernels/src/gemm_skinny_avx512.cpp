@@ -21,19 +21,20 @@ namespace {
 // reads it from memory again. So B is read along its rows: kSkinnyRowsPerPass rows at a time
 // (for_each_skinny_pass), each as a contiguous stream across the task's columns, every row of
 // A applied to each vector of B as it arrives; C (M x the task's columns) stays in L1/L2
-// between passes. AVX-512 holds R rows x V vectors of 16 columns in registers, R x V <= 16
-// (M <= 4 takes 64 columns per step, <= 8 takes 32, <= 16 takes 16); AVX2 has half the
-// registers, half as wide (gemm_skinny_avx2.cpp).
+// between passes. The rows go in groups whose accumulators fit the registers (Note [AVX-512
+// skinny row groups], Note [AVX2 skinny row groups]).
 #ifndef KA_SKINNY_HINT
 #define KA_SKINNY_HINT _MM_HINT_T1
 #endif
 
-// C[0:R, 0:16V] += alpha * A_block @ B[0:kb, 0:16V], columns past `w` masked; `ap` holds the
-// pass's A block k-major (ap[k * R + r] = A[r, k0 + k]), so the broadcasts share one pointer
-// (with R row pointers GCC ran out of general registers and spilled the accumulators).
+// C[0:R, 0:16V] += alpha * A_group @ B[0:kb, 0:16V], columns past `w` masked; `ap` holds the
+// group's rows of the pass's A block k-major (ap[k * lda + r] = A[r, k0 + k]), so the
+// broadcasts share one pointer (with R row pointers GCC ran out of general registers and
+// spilled the accumulators).
 template <int R, int V, bool Full>
-void rows_x_strip_impl(const float* ap, const float* b, const float* next, std::int64_t ldb, float* c,
-                  std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
+void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, const float* next,
+                       std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t w,
+                       std::int64_t kb, float alpha) {
   __mmask16 mask[V];
   for (int q = 0; q < V; ++q) {
     const std::int64_t live = std::clamp<std::int64_t>(w - 16 * q, 0, 16);
@@ -57,7 +58,7 @@ void rows_x_strip_impl(const float* ap, const float* b, const float* next, std::
     } else {
       for (int q = 0; q < V; ++q) bv[q] = _mm512_maskz_loadu_ps(mask[q], b + k * ldb + 16 * q);
     }
-    const float* ak = ap + k * R;
+    const float* ak = ap + k * lda;
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(ak[r]);
@@ -79,43 +80,61 @@ void rows_x_strip_impl(const float* ap, const float* b, const float* next, std::
   }
 }
 
+// The group's rows over all `cols` columns of the pass: full strips of 16V columns, then the
+// masked tail. One call per group and pass (a call per strip cost as much as a strip's FMAs
+// at M = 16).
 template <int R, int V>
-void rows_x_strip(const float* ap, const float* b, const float* next, std::int64_t ldb, float* c,
-                  std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
-  if (w == 16 * V) {
-    rows_x_strip_impl<R, V, true>(ap, b, next, ldb, c, ldc, w, kb, alpha);
-  } else {
-    rows_x_strip_impl<R, V, false>(ap, b, next, ldb, c, ldc, w, kb, alpha);
+void rows_x_columns(const float* ap, std::int64_t lda, const float* b, const float* next,
+                    std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
+                    std::int64_t kb, float alpha) {
+  constexpr std::int64_t kWidth = 16 * V;
+  std::int64_t j = 0;
+  for (; j + kWidth <= cols; j += kWidth) {
+    rows_x_strip_impl<R, V, true>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
+                                  c + j, ldc, kWidth, kb, alpha);
+  }
+  if (j < cols) {
+    rows_x_strip_impl<R, V, false>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
+                                   c + j, ldc, cols - j, kb, alpha);
   }
 }
 
-using StripFn = void (*)(const float*, const float*, const float*, std::int64_t, float*,
-                         std::int64_t, std::int64_t, std::int64_t, float);
+using GroupFn = void (*)(const float*, std::int64_t, const float*, const float*, std::int64_t,
+                         float*, std::int64_t, std::int64_t, std::int64_t, float);
 
-// The strip kernel for M rows (1..kSkinnyMaxRows) and its width in columns.
-template <int R>
-constexpr StripFn strip_for() {
-  return R <= 4 ? &rows_x_strip<R, 4> : R <= 8 ? &rows_x_strip<R, 2> : &rows_x_strip<R, 1>;
-}
-constexpr std::int64_t strip_width(std::int64_t m) { return m <= 4 ? 64 : m <= 8 ? 32 : 16; }
-
+// Note [AVX-512 skinny row groups]
+// Up to 4 rows take 64 columns per strip (4 x 4 accumulators); more rows go in balanced
+// groups of at most 8 over 48 columns (8 x 3 accumulators; M = 16: 8 + 8), each group's three
+// B vectors feeding all its rows, the second group reading the pass's B from L1. One group of
+// 16 rows over 16 columns issued a broadcast load per FMA (17 loads per 16 FMAs), which held
+// it below half the FMA peak; 8 x 3 issues 11 per 24.
+constexpr int kMaxGroupRows = 8;
 template <int... R>
-constexpr std::array<StripFn, sizeof...(R)> strip_table(std::integer_sequence<int, R...>) {
-  return {strip_for<R + 1>()...};
+constexpr std::array<GroupFn, sizeof...(R)> narrow_table(std::integer_sequence<int, R...>) {
+  return {&rows_x_columns<R + 1, 3>...};
 }
-constexpr auto kStrips = strip_table(std::make_integer_sequence<int, kSkinnyMaxRows>());
+constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kMaxGroupRows>());
+constexpr std::array<GroupFn, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns<2, 4>,
+                                          &rows_x_columns<3, 4>, &rows_x_columns<4, 4>};
 
 }  // namespace
 
 void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
-  const StripFn strip = kStrips[static_cast<std::size_t>(s.m - 1)];
-  const std::int64_t width = strip_width(s.m);
+  const bool wide = s.m <= 4;
+  const std::int64_t groups = (s.m + kMaxGroupRows - 1) / kMaxGroupRows;
+  const std::int64_t base = s.m / groups;
+  const std::int64_t extra = s.m % groups;  // the first `extra` groups take one row more
   for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
                               const float* next) {
-    for (std::int64_t j = col_begin; j < col_end; j += width) {
-      strip(ap, b + j, next != nullptr ? next + j : nullptr, s.ldb, s.c + (j - col_begin),
-            s.ldc, std::min(width, col_end - j), kb, s.alpha);
+    std::int64_t r0 = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t rows = base + (g < extra ? 1 : 0);
+      const GroupFn fn = wide ? kWide[static_cast<std::size_t>(rows - 1)]
+                              : kNarrow[static_cast<std::size_t>(rows - 1)];
+      fn(ap + r0, s.m, b + col_begin, g == 0 && next != nullptr ? next + col_begin : nullptr,
+         s.ldb, s.c + r0 * s.ldc, s.ldc, col_end - col_begin, kb, s.alpha);
+      r0 += rows;
     }
   });
 }

@@ -270,8 +270,8 @@ TEST(GemmCpu, InvalidConfigIsAStatusNotACrash) {
 
 TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
   at::manual_seed(8);
-  // Rows 1..16 cover every strip width and row grouping (AVX-512: 64 columns up to 4 rows, 32
-  // up to 8, 16 up to 16; AVX2: 32 columns up to 2 rows, then groups of up to 6 rows over 16)
+  // Rows 1..16 cover every strip width and row grouping (AVX-512: 64 columns up to 4 rows, then
+  // groups of up to 8 over 48; AVX2: 32 columns up to 2 rows, then groups of up to 6 over 16)
   // and odd row counts; N covers strip and task tails (masked vectors); K covers tails of the
   // 8-row passes (the next pass's prefetch stops before the end).
   const std::vector<Shape> shapes = {{1, 1, 1},    {1, 300, 70},  {2, 513, 129},  {3, 40, 45},
