@@ -4,6 +4,7 @@
 #include <ka/kernels/gemm.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace ka::kernels::detail {
 
@@ -116,6 +117,54 @@ inline void for_each_skinny_pass(const SkinnyArgs& s, Strips&& strips) {
     strips(static_cast<const float*>(ap), kb, b,
            more ? b + kSkinnyRowsPerPass * s.ldb : nullptr);
   }
+}
+
+/// M's rows in balanced groups of at most `max_rows` (M = 16, 6: 6 + 5 + 5): `group(r0, rows)`
+/// for each, in order. The skinny paths run a group's accumulators in registers.
+template <typename Group>
+inline void for_each_row_group(std::int64_t m, std::int64_t max_rows, Group&& group) {
+  const std::int64_t groups = (m + max_rows - 1) / max_rows;
+  const std::int64_t base = m / groups;
+  const std::int64_t extra = m % groups;  // the first `extra` groups take one row more
+  std::int64_t r0 = 0;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t rows = base + (g < extra ? 1 : 0);
+    group(r0, rows);
+    r0 += rows;
+  }
+}
+
+/// `cols` columns as strips of `Width`: `strip(j, w, full)` for each, full strips first
+/// (full is std::true_type, w == Width), then the tail (std::false_type, w < Width).
+template <std::int64_t Width, typename Strip>
+inline void for_each_strip(std::int64_t cols, Strip&& strip) {
+  std::int64_t j = 0;
+  for (; j + Width <= cols; j += Width) strip(j, Width, std::true_type{});
+  if (j < cols) strip(j, cols - j, std::false_type{});
+}
+
+/// A skinny path's kernel for one group of rows over `cols` columns of a pass: C[0:rows,
+/// 0:cols] += alpha * A_group @ B[0:kb, 0:cols], with ap[k * lda + r] = A[r, k] of the group
+/// and `next` the next pass's rows (null: do not prefetch).
+using SkinnyGroupKernel = void (*)(const float* ap, std::int64_t lda, const float* b,
+                                   const float* next, std::int64_t ldb, float* c,
+                                   std::int64_t ldc, std::int64_t cols, std::int64_t kb,
+                                   float alpha);
+
+/// The skinny paths' driver: every pass (for_each_skinny_pass), every group of at most
+/// `max_rows` rows (for_each_row_group) over the columns [col_begin, col_end), each by
+/// `kernel_for(rows)`. Only the first group prefetches the next pass.
+template <typename KernelFor>
+inline void run_skinny_groups(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end,
+                              std::int64_t max_rows, KernelFor&& kernel_for) {
+  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
+                              const float* next) {
+    for_each_row_group(s.m, max_rows, [&](std::int64_t r0, std::int64_t rows) {
+      const SkinnyGroupKernel kernel = kernel_for(rows);
+      kernel(ap + r0, s.m, b + col_begin, r0 == 0 && next != nullptr ? next + col_begin : nullptr,
+             s.ldb, s.c + r0 * s.ldc, s.ldc, col_end - col_begin, kb, s.alpha);
+    });
+  });
 }
 
 /// Where the bias comes from once broadcast to [M, N]: element (i, j) is at

@@ -18,13 +18,10 @@ namespace {
 // (up to 16 rows' accumulators at once) does not fit. A strip holds R rows x V vectors of
 // accumulators plus V vectors of B and one broadcast: at most 6 rows over 16 columns (12
 // accumulators, the packed micro-kernel's budget) or 2 rows over 32. Taller M runs its rows
-// in balanced groups (M = 16: 6 + 5 + 5) over the same strip; the strip (kSkinnyRowsPerPass
-// rows x 16 columns, 512 bytes) is still in L1 for the second and third group, so B is read
-// from memory once. Only the first group prefetches the next pass.
-#ifndef KA_SKINNY_AVX2_ROWS
-#define KA_SKINNY_AVX2_ROWS 32
-#endif
-constexpr std::int64_t kRowsPerPass = KA_SKINNY_AVX2_ROWS;
+// in balanced groups (M = 16: 6 + 5 + 5), each walking all the pass's columns; the pass's rows
+// of B (kSkinnyRowsPerPass x the task's columns, at most 64 KiB) are still in L1 or L2 for the
+// second and third group, so B is read from memory once. Only the first group prefetches the
+// next pass.
 #ifndef KA_SKINNY_HINT
 #define KA_SKINNY_HINT _MM_HINT_T1
 #endif
@@ -87,34 +84,24 @@ void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, const
   }
 }
 
-// The group's rows over all `cols` columns of the pass: full strips of 8V columns, then the
-// masked tail. One call per group and pass (a call per strip cost as much as a strip's FMAs
-// at M = 16).
+// The group's rows over all `cols` columns of the pass, one call per group and pass (a call
+// per strip cost as much as a strip's FMAs at M = 16).
 template <int R, int V>
 void group_x_columns(const float* ap, std::int64_t lda, const float* b, const float* next,
                      std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                      std::int64_t kb, float alpha) {
-  constexpr std::int64_t kWidth = 8 * V;
-  std::int64_t j = 0;
-  for (; j + kWidth <= cols; j += kWidth) {
-    group_x_strip_impl<R, V, true>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
-                                   c + j, ldc, kWidth, kb, alpha);
-  }
-  if (j < cols) {
-    group_x_strip_impl<R, V, false>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
-                                    c + j, ldc, cols - j, kb, alpha);
-  }
+  for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
+    group_x_strip_impl<R, V, decltype(full)::value>(
+        ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb, c + j, ldc, w, kb, alpha);
+  });
 }
-
-using GroupFn = void (*)(const float*, std::int64_t, const float*, const float*, std::int64_t,
-                         float*, std::int64_t, std::int64_t, std::int64_t, float);
 
 constexpr int kMaxGroupRows = 6;
 // Groups of 1..6 rows over 16 columns, and of 1..2 rows over 32.
-constexpr std::array<GroupFn, kMaxGroupRows> kNarrow = {
+constexpr std::array<SkinnyGroupKernel, kMaxGroupRows> kNarrow = {
     &group_x_columns<1, 2>, &group_x_columns<2, 2>, &group_x_columns<3, 2>,
     &group_x_columns<4, 2>, &group_x_columns<5, 2>, &group_x_columns<6, 2>};
-constexpr std::array<GroupFn, 2> kWide = {&group_x_columns<1, 4>, &group_x_columns<2, 4>};
+constexpr std::array<SkinnyGroupKernel, 2> kWide = {&group_x_columns<1, 4>, &group_x_columns<2, 4>};
 
 }  // namespace
 
@@ -122,20 +109,9 @@ void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
   const bool wide = s.m <= 2;
   // Balanced groups of at most kMaxGroupRows rows. Note [AVX2 skinny row groups].
-  const std::int64_t groups = (s.m + kMaxGroupRows - 1) / kMaxGroupRows;
-  const std::int64_t base = s.m / groups;
-  const std::int64_t extra = s.m % groups;  // the first `extra` groups take one row more
-  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
-                              const float* next) {
-    std::int64_t r0 = 0;
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t rows = base + (g < extra ? 1 : 0);
-      const GroupFn fn = wide ? kWide[static_cast<std::size_t>(rows - 1)]
-                              : kNarrow[static_cast<std::size_t>(rows - 1)];
-      fn(ap + r0, s.m, b + col_begin, g == 0 && next != nullptr ? next + col_begin : nullptr,
-         s.ldb, s.c + r0 * s.ldc, s.ldc, col_end - col_begin, kb, s.alpha);
-      r0 += rows;
-    }
+  run_skinny_groups(s, col_begin, col_end, kMaxGroupRows, [&](std::int64_t rows) {
+    return wide ? kWide[static_cast<std::size_t>(rows - 1)]
+                : kNarrow[static_cast<std::size_t>(rows - 1)];
   });
 }
 

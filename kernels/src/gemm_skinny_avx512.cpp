@@ -87,34 +87,25 @@ template <int R, int V>
 void rows_x_columns(const float* ap, std::int64_t lda, const float* b, const float* next,
                     std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                     std::int64_t kb, float alpha) {
-  constexpr std::int64_t kWidth = 16 * V;
-  std::int64_t j = 0;
-  for (; j + kWidth <= cols; j += kWidth) {
-    rows_x_strip_impl<R, V, true>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
-                                  c + j, ldc, kWidth, kb, alpha);
-  }
-  if (j < cols) {
-    rows_x_strip_impl<R, V, false>(ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb,
-                                   c + j, ldc, cols - j, kb, alpha);
-  }
+  for_each_strip<16 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
+    rows_x_strip_impl<R, V, decltype(full)::value>(
+        ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb, c + j, ldc, w, kb, alpha);
+  });
 }
-
-using GroupFn = void (*)(const float*, std::int64_t, const float*, const float*, std::int64_t,
-                         float*, std::int64_t, std::int64_t, std::int64_t, float);
 
 // Note [AVX-512 skinny row groups]
 // Up to 4 rows take 64 columns per strip (4 x 4 accumulators); more rows go in balanced
 // groups of at most 8 over 48 columns (8 x 3 accumulators; M = 16: 8 + 8), each group's three
-// B vectors feeding all its rows, the second group reading the pass's B from L1. One group of
-// 16 rows over 16 columns issued a broadcast load per FMA (17 loads per 16 FMAs), which held
-// it below half the FMA peak; 8 x 3 issues 11 per 24.
+// B vectors feeding all its rows, the second group reading the pass's B from L1 or L2. One
+// group of 16 rows over 16 columns issued a broadcast load per FMA (17 loads per 16 FMAs),
+// which held it below half the FMA peak; 8 x 3 issues 11 per 24.
 constexpr int kMaxGroupRows = 8;
 template <int... R>
-constexpr std::array<GroupFn, sizeof...(R)> narrow_table(std::integer_sequence<int, R...>) {
+constexpr std::array<SkinnyGroupKernel, sizeof...(R)> narrow_table(std::integer_sequence<int, R...>) {
   return {&rows_x_columns<R + 1, 3>...};
 }
 constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kMaxGroupRows>());
-constexpr std::array<GroupFn, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns<2, 4>,
+constexpr std::array<SkinnyGroupKernel, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns<2, 4>,
                                           &rows_x_columns<3, 4>, &rows_x_columns<4, 4>};
 
 }  // namespace
@@ -122,20 +113,9 @@ constexpr std::array<GroupFn, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns
 void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
   const bool wide = s.m <= 4;
-  const std::int64_t groups = (s.m + kMaxGroupRows - 1) / kMaxGroupRows;
-  const std::int64_t base = s.m / groups;
-  const std::int64_t extra = s.m % groups;  // the first `extra` groups take one row more
-  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
-                              const float* next) {
-    std::int64_t r0 = 0;
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t rows = base + (g < extra ? 1 : 0);
-      const GroupFn fn = wide ? kWide[static_cast<std::size_t>(rows - 1)]
-                              : kNarrow[static_cast<std::size_t>(rows - 1)];
-      fn(ap + r0, s.m, b + col_begin, g == 0 && next != nullptr ? next + col_begin : nullptr,
-         s.ldb, s.c + r0 * s.ldc, s.ldc, col_end - col_begin, kb, s.alpha);
-      r0 += rows;
-    }
+  run_skinny_groups(s, col_begin, col_end, kMaxGroupRows, [&](std::int64_t rows) {
+    return wide ? kWide[static_cast<std::size_t>(rows - 1)]
+                : kNarrow[static_cast<std::size_t>(rows - 1)];
   });
 }
 
