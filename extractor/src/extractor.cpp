@@ -1,4 +1,5 @@
 // The extraction state machine, the launch-config cache and the built-in kernel registrations.
+#include "graph_fusion.hpp"
 #include "ops.hpp"
 
 #include <ka/core/error.hpp>
@@ -725,243 +726,264 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
   }
 }
 
+// ---- graphs ---------------------------------------------------------------------------------
+
+namespace {
+
+// Where a graph extraction is, for its errors: the stage and the node or group at hand.
+struct GraphPosition {
+  Stage stage = Stage::kValidate;
+  std::string where;
+};
+
+// Checks every node before anything is extracted: a kernel for its signature, its arity, a
+// single output, value indices in range. Returns each node's OpSpec and records the
+// signatures for dump_extraction_context().
+std::vector<const OpSpec*> validate_graph(const OpGraph& graph, GraphPosition& at,
+                                          std::vector<std::string>& signatures) {
+  at.stage = Stage::kValidate;
+  const auto in_range = [&](int v) {
+    return v >= 0 && static_cast<std::size_t>(v) < graph.values.size();
+  };
+  std::vector<const OpSpec*> specs(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    const OpGraph::Node& node = graph.nodes[i];
+    signatures.push_back(node.signature);
+    at.where = node.signature + " (node " + std::to_string(i) + "): ";
+    specs[i] = detail::find_spec(node.signature);
+    KA_CHECK_TYPE(NotImplementedError, specs[i] != nullptr, "kernel not found for ",
+                  node.signature, " on any device");
+    KA_CHECK(node.inputs.size() == static_cast<std::size_t>(specs[i]->num_args), "expected ",
+             specs[i]->num_args, " arguments, got ", node.inputs.size());
+    KA_CHECK(node.outputs.size() == 1, "expected 1 output, got ", node.outputs.size());
+    for (int v : node.inputs) KA_CHECK(in_range(v), "input value ", v, " out of range");
+    KA_CHECK(in_range(node.outputs[0]), "output value out of range");
+  }
+  at.where.clear();
+  for (int v : graph.outputs) KA_CHECK(in_range(v), "graph output value ", v, " out of range");
+  return specs;
+}
+
+// The device whose fusion budget applies: the one of the graph's first tensor.
+DeviceType budget_device(const OpGraph& graph) {
+  for (const c10::IValue& v : graph.values) {
+    if (v.isTensor() && v.toTensor().defined()) {
+      return v.toTensor().is_cuda() ? DeviceType::kCUDA : DeviceType::kCPU;
+    }
+  }
+  return DeviceType::kCPU;
+}
+
+std::vector<FusionGroup> one_group_per_node(std::size_t n) {
+  std::vector<FusionGroup> groups;
+  for (std::size_t i = 0; i < n; ++i) groups.push_back({FusionKind::kNone, static_cast<int>(i), 1, ""});
+  return groups;
+}
+
+// One extracted group: its task, ready to submit, and the plan --explain shows.
+struct ExtractedTask {
+  executor::KernelTask task;
+  TaskPlan plan;
+};
+
+// What a task keeps alive until it has run: its packed arguments.
+struct TaskState {
+  ParamBuffer buffer;
+  Packed packed;
+};
+
+// "fused::ew_chain[aten::mul.Tensor+aten::add.Tensor]" for a fused group, the signature for
+// a single op.
+std::string pattern_of(const FusionGroup& g, const std::vector<const OpSpec*>& specs,
+                       const char* group_signature) {
+  if (g.kind == FusionKind::kNone) return specs[static_cast<std::size_t>(g.first)]->signature;
+  std::string pattern = std::string(group_signature) + "[";
+  for (int k = 0; k < g.count; ++k) {
+    pattern += (k ? "+" : "");
+    pattern += specs[static_cast<std::size_t>(g.first + k)]->signature;
+  }
+  return pattern + "]";
+}
+
+// Note [Graph extraction]
+// Every group is extracted (looked up, packed, configured, its grid prepared) before any
+// task runs, in graph order, so each group's result tensor exists when a later group packs
+// it as an argument. A fused group the tuned table measured as slower than its parts
+// ('unfused') is extracted node by node instead.
+class GraphExtraction {
+ public:
+  GraphExtraction(Extractor::Impl& impl, OpGraph& graph, const std::vector<const OpSpec*>& specs,
+                  const detail::GraphFusionView& view, GraphPosition& at)
+      : impl_(impl), graph_(graph), specs_(specs), view_(view), at_(at) {
+    for (const OpGraph::Node& node : graph.nodes) {
+      auto& ptrs = arg_ptrs_.emplace_back();
+      for (int v : node.inputs) ptrs.push_back(&graph.values[static_cast<std::size_t>(v)]);
+    }
+  }
+
+  void extract(const FusionGroup& g, std::vector<ExtractedTask>& out) {
+    std::vector<NodeArgs> nodes;
+    for (int k = 0; k < g.count; ++k) {
+      const auto i = static_cast<std::size_t>(g.first + k);
+      nodes.push_back({specs_[i], arg_ptrs_[i].data(), static_cast<int>(arg_ptrs_[i].size()),
+                       k == 0 ? -1 : view_.link_arg[i]});
+    }
+    const GroupArgs group{g.kind, nodes.data(), g.count};
+    const char* signature = group_signature(group);
+    at_.where = std::string(specs_[static_cast<std::size_t>(g.first)]->signature) + " (node " +
+                std::to_string(g.first) + "): ";
+    at_.stage = Stage::kLookup;
+    const Device device = detail::group_device(group);
+    at_.where = std::string(signature) + " (node " + std::to_string(g.first) + ") on " +
+                device.str() + ": ";
+    const KernelEntry& entry = impl_.registry(device.type).find(signature);
+    at_.stage = Stage::kPack;
+    auto state = std::make_shared<TaskState>();
+    detail::pack_group(group, state->buffer, state->packed);
+    if (measured_unfused(g, device, state->packed)) {
+      for (int k = 0; k < g.count; ++k) {
+        extract({FusionKind::kNone, g.first + k, 1,
+                 std::string("not fused: the tuned table measured ") + state->packed.lookup_op +
+                     " as slower than its ops"},
+                out);
+      }
+      return;
+    }
+    at_.stage = Stage::kConfigure;
+    const CachedConfig& cfg = impl_.config_for(entry, state->packed);
+    at_.stage = Stage::kSubmit;
+    ExtractedTask& ex = out.emplace_back();
+    ex.task = make_task(entry, device, cfg, *state, signature);
+    // The group's last node's output is its result; fused intermediates never materialise.
+    const int result = graph_.nodes[static_cast<std::size_t>(g.first + g.count - 1)].outputs[0];
+    graph_.values[static_cast<std::size_t>(result)] = state->packed.result;
+    ex.plan = plan_of(g, entry, device, cfg, signature);
+    if (state->packed.strided) {
+      log().debug("{}: non-contiguous input, the strided variant of {} runs", ex.plan.pattern,
+                  ex.plan.kernel);
+    }
+    ex.task.params = std::move(state);
+  }
+
+ private:
+  // True when the tuned table's measured decision for this fused group is "unfused".
+  bool measured_unfused(const FusionGroup& g, Device device, const Packed& packed) const {
+    if (g.kind == FusionKind::kNone) return false;
+    const auto table = impl_.table(device.type);
+    if (table->size() == 0) return false;
+    const auto pick = table->lookup(packed.lookup_op, shape_key_of(packed));
+    if (!pick || pick->fusion != "unfused") return false;
+    log().debug("{}: the table's measured decision is 'unfused'", packed.lookup_op);
+    return true;
+  }
+
+  static executor::KernelTask make_task(const KernelEntry& entry, Device device,
+                                        const CachedConfig& cfg, const TaskState& state,
+                                        const char* label) {
+    const Packed& packed = state.packed;
+    executor::KernelTask task;
+    task.kernel = entry.descriptor;
+    task.device = device;
+    task.config = &cfg.config;
+    task.ranges.assign(packed.ranges.begin(), packed.ranges.begin() + packed.num_ranges);
+    task.label = label;
+    if (device.type == DeviceType::kCPU) {
+      require_accepted(entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu), entry, cfg);
+    } else {
+      const KernelEntry* e = &entry;
+      const LaunchConfig* c = &cfg.config;
+      const void* a = packed.args;
+      task.cuda_launch = [e, c, a](void* stream) {
+        const Status st = e->launchers.launch_cuda(a, *c, stream);
+        KA_CHECK_TYPE(NotImplementedError, st.is_ok(), e->descriptor->name, ": ", st.reason());
+      };
+    }
+    return task;
+  }
+
+  TaskPlan plan_of(const FusionGroup& g, const KernelEntry& entry, Device device,
+                   const CachedConfig& cfg, const char* signature) const {
+    TaskPlan plan;
+    plan.pattern = pattern_of(g, specs_, signature);
+    for (int k = 0; k < g.count; ++k) plan.nodes.push_back(g.first + k);
+    plan.fusion = g.reason;
+    plan.kernel = entry.descriptor->name;
+    plan.kernel_version = entry.descriptor->version;
+    plan.device = device.str();
+    plan.shape_key = cfg.shape_key;
+    plan.config = cfg.config.str();
+    plan.provenance = cfg.provenance;
+    return plan;
+  }
+
+  Extractor::Impl& impl_;
+  OpGraph& graph_;
+  const std::vector<const OpSpec*>& specs_;
+  const detail::GraphFusionView& view_;
+  GraphPosition& at_;
+  std::vector<std::vector<const c10::IValue*>> arg_ptrs_;
+};
+
+// CPU tasks go to the executor in one batch (their MemRanges order them), CUDA tasks to the
+// device's stream; waits for both and fills in task ids and dependencies.
+std::vector<TaskPlan> submit_and_wait(Extractor::Impl& impl, executor::CpuExecutor& cpu,
+                                      std::vector<ExtractedTask>& tasks) {
+  std::vector<TaskPlan> plans;
+  std::vector<executor::KernelTask> cpu_tasks;
+  std::vector<std::size_t> cpu_plan;
+  bool any_cuda = false;
+  for (ExtractedTask& ex : tasks) {
+    if (ex.task.device.type == DeviceType::kCPU) {
+      cpu_plan.push_back(plans.size());
+      cpu_tasks.push_back(std::move(ex.task));
+    } else {
+      any_cuda = true;
+      ex.plan.task_id = impl.cuda_exec(ex.task.device).submit(std::move(ex.task));
+    }
+    plans.push_back(std::move(ex.plan));
+  }
+  const std::vector<std::uint64_t> ids = cpu.submit_batch(std::move(cpu_tasks));
+  for (std::size_t i = 0; i < ids.size(); ++i) plans[cpu_plan[i]].task_id = ids[i];
+  cpu.wait_all();
+  if (any_cuda) impl.cuda_exec(Device::cuda(0)).synchronize();
+  for (TaskPlan& p : plans) {
+    p.dependencies = p.device == "cpu" ? cpu.dependencies_of(p.task_id)
+                                       : std::vector<std::uint64_t>{};
+  }
+  return plans;
+}
+
+}  // namespace
+
 std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& options) {
   ExtractionContext& last = t_last;
   last = ExtractionContext{};
   last.graph = true;
-  Stage stage = Stage::kValidate;
-  std::string where;
+  GraphPosition at;
   std::optional<profiler::ScopedSpan> extract_span;
   extract_span.emplace("extract");
   try {
-    const std::size_t n = graph.nodes.size();
-    std::vector<const OpSpec*> specs(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto& node = graph.nodes[i];
-      last.signatures.push_back(node.signature);
-      where = node.signature + " (node " + std::to_string(i) + "): ";
-      specs[i] = detail::find_spec(node.signature);
-      KA_CHECK_TYPE(NotImplementedError, specs[i] != nullptr, "kernel not found for ",
-                    node.signature, " on any device");
-      KA_CHECK(node.inputs.size() == static_cast<std::size_t>(specs[i]->num_args), "expected ",
-               specs[i]->num_args, " arguments, got ", node.inputs.size());
-      KA_CHECK(node.outputs.size() == 1, "expected 1 output, got ", node.outputs.size());
-      for (int v : node.inputs) {
-        KA_CHECK(v >= 0 && static_cast<std::size_t>(v) < graph.values.size(), "input value ", v,
-                 " out of range");
-      }
-      KA_CHECK(node.outputs[0] >= 0 && static_cast<std::size_t>(node.outputs[0]) < graph.values.size(),
-               "output value out of range");
-    }
-    where.clear();
-
-    // Fusion analysis: who reads what.
-    stage = Stage::kFusion;
-    std::vector<int> readers(graph.values.size(), 0);
-    for (const auto& node : graph.nodes) {
-      for (int v : node.inputs) ++readers[static_cast<std::size_t>(v)];
-    }
-    for (int v : graph.outputs) ++readers[static_cast<std::size_t>(v)];
-    std::vector<FusionNode> fnodes(n);
-    std::vector<int> link_arg(n, -1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const OpSpec& s = *specs[i];
-      FusionNode& f = fnodes[i];
-      f.signature = s.signature;
-      f.elementwise = s.kind == OpKind::kElementwise && !s.inplace;
-      f.gemm = s.kind == OpKind::kGemm;
-      f.activation = s.activation;
-      f.row_reduction = s.kind == OpKind::kSoftmax || s.kind == OpKind::kLayerNorm;
-      f.uses = readers[static_cast<std::size_t>(graph.nodes[i].outputs[0])];
-      if (i > 0) {
-        const int prev = graph.nodes[i - 1].outputs[0];
-        int hits = 0;
-        for (std::size_t a = 0; a < graph.nodes[i].inputs.size(); ++a) {
-          if (graph.nodes[i].inputs[a] == prev) {
-            ++hits;
-            link_arg[i] = static_cast<int>(a);
-          }
-        }
-        // The chain link must be the op's first (tensor) argument for reductions and
-        // activations; element-wise ops accept it anywhere; read twice means no chain.
-        const bool link_ok = hits == 1 && (f.elementwise || link_arg[i] == 0);
-        if (link_ok) f.chain_input = static_cast<int>(i - 1);
-        if (!link_ok) link_arg[i] = -1;
-      }
-      for (std::size_t a = 0; a < graph.nodes[i].inputs.size(); ++a) {
-        const auto& v = graph.values[static_cast<std::size_t>(graph.nodes[i].inputs[a])];
-        if (static_cast<int>(a) != link_arg[i] && (v.isTensor() || v.isNone())) {
-          f.external_inputs += v.isTensor() ? 1 : 0;
-        }
-      }
-    }
-    std::vector<FusionGroup> groups;
-    if (options.fusion) {
-      // The budget is the device's that runs the graph: the first tensor input's.
-      DeviceType budget_device = DeviceType::kCPU;
-      for (const c10::IValue& v : graph.values) {
-        if (v.isTensor() && v.toTensor().defined()) {
-          if (v.toTensor().is_cuda()) budget_device = DeviceType::kCUDA;
-          break;
-        }
-      }
-      groups = fusion_.plan(fnodes, budget_device);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) groups.push_back({FusionKind::kNone, static_cast<int>(i), 1, ""});
-    }
-
-    // Extract every group before anything runs.
-    struct Extracted {
-      executor::KernelTask task;
-      TaskPlan plan;
-    };
-    struct TaskState {
-      ParamBuffer buffer;
-      Packed packed;
-    };
-    std::vector<Extracted> tasks;
-    std::vector<std::vector<const c10::IValue*>> arg_ptrs(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      for (int v : graph.nodes[i].inputs) {
-        arg_ptrs[i].push_back(&graph.values[static_cast<std::size_t>(v)]);
-      }
-    }
-    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-      FusionGroup g = groups[gi];
-      std::vector<NodeArgs> nodes;
-      for (int k = 0; k < g.count; ++k) {
-        const auto i = static_cast<std::size_t>(g.first + k);
-        nodes.push_back({specs[i], arg_ptrs[i].data(), static_cast<int>(arg_ptrs[i].size()),
-                         k == 0 ? -1 : link_arg[i]});
-      }
-      GroupArgs ga{g.kind, nodes.data(), g.count};
-      const OpSpec& head = *specs[static_cast<std::size_t>(g.first)];
-      where = std::string(head.signature) + " (node " + std::to_string(g.first) + "): ";
-      stage = Stage::kLookup;
-      const Device device = detail::group_device(ga);
-      where = std::string(group_signature(ga)) + " (node " + std::to_string(g.first) + ") on " +
-              device.str() + ": ";
-      const KernelEntry& entry = impl_->registry(device.type).find(group_signature(ga));
-      stage = Stage::kPack;
-      auto state = std::make_shared<TaskState>();
-      detail::pack_group(ga, state->buffer, state->packed);
-      Packed& packed = state->packed;
-      // A prologue whose rows no longer fit the budget, or a measured "unfused" decision,
-      // splits the group: its nodes are extracted one by one instead.
-      bool split = false;
-      if (g.kind == FusionKind::kPointwiseReduction) {
-        std::int64_t row = 0;
-        for (int v = 0; v < packed.num_key_views; ++v) {
-          const auto& kv = packed.key_views[static_cast<std::size_t>(v)];
-          if (kv.ndim > 0) row += kv.size(kv.ndim - 1) * 4;
-        }
-        if (row > fusion_.budget(device.type).row_working_set_bytes) split = true;
-      }
-      if (g.kind != FusionKind::kNone && !split) {
-        const auto table = this->table(device.type);
-        if (table->size() > 0) {
-          if (auto pick = table->lookup(packed.lookup_op, shape_key_of(packed));
-              pick && pick->fusion == "unfused") {
-            split = true;
-            log().debug("{}: the table's measured decision is 'unfused'", packed.lookup_op);
-          }
-        }
-      }
-      if (split) {
-        groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(gi));
-        for (int k = g.count - 1; k >= 0; --k) {
-          groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(gi),
-                        FusionGroup{FusionKind::kNone, g.first + k, 1, "split: " + g.reason});
-        }
-        --gi;
-        continue;
-      }
-      stage = Stage::kConfigure;
-      const CachedConfig& cfg = impl_->config_for(entry, packed);
-      stage = Stage::kSubmit;
-      Extracted ex;
-      executor::KernelTask& task = ex.task;
-      task.kernel = entry.descriptor;
-      task.device = device;
-      task.config = &cfg.config;
-      task.config_source = cfg.provenance;
-      task.ranges.assign(packed.ranges.begin(), packed.ranges.begin() + packed.num_ranges);
-      task.label = group_signature(ga);
-      if (device.type == DeviceType::kCPU) {
-        const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
-        require_accepted(st, entry, cfg);
-      } else {
-        const KernelEntry* e = &entry;
-        const LaunchConfig* c = &cfg.config;
-        const void* a = packed.args;
-        task.cuda_launch = [e, c, a](void* stream) {
-          const Status st = e->launchers.launch_cuda(a, *c, stream);
-          KA_CHECK_TYPE(NotImplementedError, st.is_ok(), e->descriptor->name, ": ", st.reason());
-        };
-      }
-      // The group's last node's output is its result; fused intermediates never materialise.
-      const int out_value = graph.nodes[static_cast<std::size_t>(g.first + g.count - 1)].outputs[0];
-      graph.values[static_cast<std::size_t>(out_value)] = packed.result;
-      task.params = state;
-      TaskPlan& plan = ex.plan;
-      plan.pattern = g.kind == FusionKind::kNone ? std::string(head.signature) : task.label + "[";
-      if (g.kind != FusionKind::kNone) {
-        for (int k = 0; k < g.count; ++k) {
-          plan.pattern += (k ? "+" : "");
-          plan.pattern += specs[static_cast<std::size_t>(g.first + k)]->signature;
-        }
-        plan.pattern += "]";
-      }
-      for (int k = 0; k < g.count; ++k) plan.nodes.push_back(g.first + k);
-      plan.fusion = g.reason;
-      plan.kernel = entry.descriptor->name;
-      plan.kernel_version = entry.descriptor->version;
-      plan.device = device.str();
-      plan.shape_key = cfg.shape_key;
-      plan.config = cfg.config.str();
-      plan.provenance = cfg.provenance;
-      if (packed.strided) {
-        log().debug("{}: non-contiguous input, the strided variant of {} runs", plan.pattern,
-                    plan.kernel);
-      }
-      tasks.push_back(std::move(ex));
-    }
-    where.clear();
-
-    // Assemble and submit: CPU tasks on the executor (hazards order them), CUDA on streams.
-    stage = Stage::kSubmit;
+    const std::vector<const OpSpec*> specs = validate_graph(graph, at, last.signatures);
+    at.stage = Stage::kFusion;
+    const detail::GraphFusionView view = detail::fusion_view(graph, specs);
+    const std::vector<FusionGroup> groups =
+        options.fusion ? fusion_.plan(view.nodes, budget_device(graph))
+                       : one_group_per_node(graph.nodes.size());
+    GraphExtraction extraction(*impl_, graph, specs, view, at);
+    std::vector<ExtractedTask> tasks;
+    for (const FusionGroup& g : groups) extraction.extract(g, tasks);
+    at.where.clear();
+    at.stage = Stage::kSubmit;
     extract_span.reset();
     KA_SPAN("execute");
-    std::vector<TaskPlan> plans;
-    std::vector<executor::KernelTask> cpu_tasks;
-    std::vector<std::size_t> cpu_plan;
-    bool any_cuda = false;
-    for (Extracted& ex : tasks) {
-      if (ex.task.device.type == DeviceType::kCPU) {
-        cpu_plan.push_back(plans.size());
-        cpu_tasks.push_back(std::move(ex.task));
-      } else {
-        any_cuda = true;
-        ex.plan.task_id = impl_->cuda_exec(ex.task.device).submit(std::move(ex.task));
-      }
-      plans.push_back(std::move(ex.plan));
-    }
-    const std::vector<std::uint64_t> ids = cpu_executor_->submit_batch(std::move(cpu_tasks));
-    for (std::size_t i = 0; i < ids.size(); ++i) plans[cpu_plan[i]].task_id = ids[i];
-    cpu_executor_->wait_all();
-    if (any_cuda) impl_->cuda_exec(Device::cuda(0)).synchronize();
-    for (TaskPlan& p : plans) {
-      p.dependencies = p.device == "cpu" ? cpu_executor_->dependencies_of(p.task_id)
-                                         : std::vector<std::uint64_t>{};
-    }
-    last.plans = plans;
-    last.stage = stage;
+    last.plans = submit_and_wait(*impl_, *cpu_executor_, tasks);
+    last.stage = at.stage;
     last.ok = true;
-    return plans;
+    return last.plans;
   } catch (...) {
-    last.stage = stage;
+    last.stage = at.stage;
     try {
-      rethrow_in_stage("graph: " + where, stage);
+      rethrow_in_stage("graph: " + at.where, at.stage);
     } catch (const std::exception& e) {
       last.error = e.what();
       throw;

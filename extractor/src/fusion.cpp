@@ -1,6 +1,9 @@
+#include "graph_fusion.hpp"
+
 #include <ka/extractor/fusion.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace ka::extractor {
@@ -49,31 +52,36 @@ std::vector<FusionGroup> FusionChecker::plan(const std::vector<FusionNode>& node
       g.reason = n.signature + " feeds only " + nodes[i + 1].signature +
                  ": activation applied to each output tile";
     } else if (n.elementwise) {
+      // The first node's link, if any, comes from outside the group: one more input.
+      const bool linked_in = n.chain_input >= 0;
       std::size_t j = i;
-      int inputs = n.external_inputs;
+      int inputs = n.external_inputs + (linked_in ? 1 : 0);
+      std::int64_t row_bytes = n.row_bytes + (linked_in ? n.link_row_bytes : 0);
       while (j + 1 < nodes.size() && nodes[j + 1].elementwise && chained(nodes, j + 1) &&
              static_cast<int>(j + 1 - i) < b.max_chain_ops &&
              inputs + nodes[j + 1].external_inputs <= b.max_inputs) {
         ++j;
         inputs += nodes[j].external_inputs;
+        row_bytes += nodes[j].row_bytes;
       }
       const std::size_t r = j + 1;
-      if (r < nodes.size() && nodes[r].row_reduction && chained(nodes, r) &&
-          nodes[r].row_bytes <= b.row_working_set_bytes) {
+      const bool feeds_reduction = r < nodes.size() && nodes[r].row_reduction && chained(nodes, r);
+      if (feeds_reduction) row_bytes += nodes[r].row_bytes;
+      if (feeds_reduction && row_bytes <= b.row_working_set_bytes) {
         g.kind = FusionKind::kPointwiseReduction;
         g.count = static_cast<int>(r - i + 1);
         g.reason = std::to_string(r - i) + " element-wise op(s) evaluated as the prologue of " +
-                   nodes[r].signature + " (row working set " + std::to_string(nodes[r].row_bytes) +
+                   nodes[r].signature + " (row working set " + std::to_string(row_bytes) +
                    " B within " + std::to_string(b.row_working_set_bytes) + " B)";
       } else if (j > i) {
         g.kind = FusionKind::kElementwiseChain;
         g.count = static_cast<int>(j - i + 1);
         g.reason = std::to_string(j - i + 1) + " element-wise ops, each feeding only the next: one pass";
       }
-      if (r < nodes.size() && nodes[r].row_reduction && chained(nodes, r) &&
-          nodes[r].row_bytes > b.row_working_set_bytes && g.reason.empty()) {
-        g.reason = "not fused into " + nodes[r].signature + ": row working set " +
-                   std::to_string(nodes[r].row_bytes) + " B exceeds the budget";
+      if (feeds_reduction && row_bytes > b.row_working_set_bytes) {
+        g.reason += std::string(g.reason.empty() ? "" : "; ") + "not fused into " +
+                    nodes[r].signature + ": row working set " + std::to_string(row_bytes) +
+                    " B exceeds the budget of " + std::to_string(b.row_working_set_bytes) + " B";
       }
     }
     groups.push_back(g);
@@ -81,5 +89,102 @@ std::vector<FusionGroup> FusionChecker::plan(const std::vector<FusionNode>& node
   }
   return groups;
 }
+
+namespace detail {
+namespace {
+
+// Readers of every value: the nodes that take it as an argument, and the caller for outputs.
+std::vector<int> count_readers(const OpGraph& graph) {
+  std::vector<int> readers(graph.values.size(), 0);
+  for (const auto& node : graph.nodes) {
+    for (int v : node.inputs) ++readers[static_cast<std::size_t>(v)];
+  }
+  for (int v : graph.outputs) ++readers[static_cast<std::size_t>(v)];
+  return readers;
+}
+
+// The sizes of every tensor value: the graph's own tensors as given, each node's output as
+// output_sizes() infers it (nullopt where it cannot).
+std::vector<std::optional<Sizes>> value_sizes(const OpGraph& graph,
+                                              const std::vector<const OpSpec*>& specs) {
+  std::vector<std::optional<Sizes>> sizes(graph.values.size());
+  for (std::size_t v = 0; v < graph.values.size(); ++v) {
+    const c10::IValue& value = graph.values[v];
+    if (value.isTensor() && value.toTensor().defined()) {
+      const auto s = value.toTensor().sizes();
+      sizes[v] = Sizes(s.begin(), s.end());
+    }
+  }
+  std::vector<const c10::IValue*> args;
+  std::vector<const Sizes*> arg_sizes;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    args.clear();
+    arg_sizes.clear();
+    for (int v : graph.nodes[i].inputs) {
+      const auto& s = sizes[static_cast<std::size_t>(v)];
+      args.push_back(&graph.values[static_cast<std::size_t>(v)]);
+      arg_sizes.push_back(s ? &*s : nullptr);
+    }
+    sizes[static_cast<std::size_t>(graph.nodes[i].outputs[0])] =
+        output_sizes(*specs[i], args.data(), arg_sizes.data());
+  }
+  return sizes;
+}
+
+// Bytes of one row (the last dimension; a 0-d tensor is one element) of a value ka's f32
+// kernels read; 0 when its sizes are unknown (packing then rejects the node anyway).
+std::int64_t row_bytes_of(const std::optional<Sizes>& sizes) {
+  if (!sizes) return 0;
+  return (sizes->empty() ? 1 : sizes->back()) * static_cast<std::int64_t>(sizeof(float));
+}
+
+}  // namespace
+
+GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs) {
+  const std::size_t n = graph.nodes.size();
+  const std::vector<int> readers = count_readers(graph);
+  const std::vector<std::optional<Sizes>> sizes = value_sizes(graph, specs);
+  GraphFusionView view{std::vector<FusionNode>(n), std::vector<int>(n, -1)};
+  for (std::size_t i = 0; i < n; ++i) {
+    const OpSpec& s = *specs[i];
+    const OpGraph::Node& node = graph.nodes[i];
+    FusionNode& f = view.nodes[i];
+    int& link_arg = view.link_arg[i];
+    f.signature = s.signature;
+    f.elementwise = s.kind == OpKind::kElementwise && !s.inplace;
+    f.gemm = s.kind == OpKind::kGemm;
+    f.activation = s.activation;
+    f.row_reduction = s.kind == OpKind::kSoftmax || s.kind == OpKind::kLayerNorm;
+    f.uses = readers[static_cast<std::size_t>(node.outputs[0])];
+    if (i > 0) {
+      const int prev = graph.nodes[i - 1].outputs[0];
+      int hits = 0;
+      for (std::size_t a = 0; a < node.inputs.size(); ++a) {
+        if (node.inputs[a] == prev) {
+          ++hits;
+          link_arg = static_cast<int>(a);
+        }
+      }
+      // The chain link must be the op's first (tensor) argument for reductions and
+      // activations; element-wise ops accept it anywhere; read twice means no chain.
+      const bool link_ok = hits == 1 && (f.elementwise || link_arg == 0);
+      if (link_ok) {
+        f.chain_input = static_cast<int>(i - 1);
+        f.link_row_bytes = row_bytes_of(sizes[static_cast<std::size_t>(prev)]);
+      } else {
+        link_arg = -1;
+      }
+    }
+    for (std::size_t a = 0; a < node.inputs.size(); ++a) {
+      const auto v = static_cast<std::size_t>(node.inputs[a]);
+      if (static_cast<int>(a) == link_arg || !sizes[v]) continue;
+      ++f.external_inputs;
+      f.row_bytes += row_bytes_of(sizes[v]);
+    }
+  }
+  return view;
+}
+
+}  // namespace detail
 
 }  // namespace ka::extractor

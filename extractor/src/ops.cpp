@@ -582,7 +582,86 @@ void pack_sum(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
               op.signature);
 }
 
+// ---- shape propagation ------------------------------------------------------------------
+
+// Broadcasts `acc` with `sizes` (PyTorch's rules) in place; false when they do not broadcast.
+bool broadcast_into(Sizes& acc, const Sizes& sizes) {
+  if (sizes.size() > acc.size()) acc.insert(acc.begin(), sizes.size() - acc.size(), 1);
+  const std::size_t offset = acc.size() - sizes.size();
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    std::int64_t& a = acc[offset + i];
+    if (a == sizes[i] || sizes[i] == 1) continue;
+    if (a != 1) return false;
+    a = sizes[i];
+  }
+  return true;
+}
+
+// sum.dim_IntList's result sizes: `in` with the listed dims (all for an empty list) removed,
+// or kept as 1 with keepdim.
+std::optional<Sizes> sum_sizes(const Sizes& in, const c10::IValue& dims, bool keepdim) {
+  const auto ndim = static_cast<std::int64_t>(in.size());
+  std::vector<bool> reduced(in.size(), dims.isNone() || (dims.isIntList() && dims.toIntList().empty()));
+  if (!dims.isNone() && !dims.isIntList()) return std::nullopt;
+  if (dims.isIntList()) {
+    const std::int64_t n = std::max<std::int64_t>(ndim, 1);
+    for (std::int64_t d : dims.toIntVector()) {
+      if (d < -n || d >= n) return std::nullopt;
+      d = d < 0 ? d + n : d;
+      if (d < ndim) reduced[static_cast<std::size_t>(d)] = true;
+    }
+  }
+  Sizes out;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!reduced[i]) out.push_back(in[i]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* args,
+                                  const Sizes* const* tensor_sizes) {
+  switch (spec.kind) {
+    case OpKind::kElementwise: {
+      Sizes out;
+      for (const std::int8_t a : spec.tensor_args) {
+        if (a < 0) continue;
+        if (tensor_sizes[a] == nullptr || !broadcast_into(out, *tensor_sizes[a])) return std::nullopt;
+      }
+      return out;
+    }
+    case OpKind::kGemm: {  // mm(self, mat2), addmm(self, mat1, mat2, ...), linear(input, weight, bias)
+      const int lhs = spec.id == 13 ? 1 : 0;
+      const Sizes* x = tensor_sizes[lhs];
+      const Sizes* w = tensor_sizes[lhs + 1];
+      if (x == nullptr || w == nullptr || w->size() != 2) return std::nullopt;
+      if (spec.id == 14) {
+        if (x->empty()) return std::nullopt;
+        Sizes out(x->begin(), x->end() - 1);
+        out.push_back((*w)[0]);
+        return out;
+      }
+      if (x->size() != 2) return std::nullopt;
+      return Sizes{(*x)[0], (*w)[1]};
+    }
+    case OpKind::kBmm: {
+      const Sizes* a = tensor_sizes[0];
+      const Sizes* b = tensor_sizes[1];
+      if (a == nullptr || b == nullptr || a->size() != 3 || b->size() != 3) return std::nullopt;
+      return Sizes{(*a)[0], (*a)[1], (*b)[2]};
+    }
+    case OpKind::kSoftmax:
+    case OpKind::kLayerNorm:
+      if (tensor_sizes[0] == nullptr) return std::nullopt;
+      return *tensor_sizes[0];
+    case OpKind::kSum:
+      if (tensor_sizes[0] == nullptr) return std::nullopt;
+      return sum_sizes(*tensor_sizes[0], *args[1], args[2]->isBool() && args[2]->toBool());
+  }
+  return std::nullopt;
+}
 
 const std::array<OpSpec, 20>& op_specs() { return kSpecs; }
 

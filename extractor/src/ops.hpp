@@ -13,7 +13,9 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 namespace ka::extractor::detail {
 
@@ -81,6 +83,16 @@ void pack_group(const GroupArgs& group, ParamBuffer& buffer, Packed& out);
 /// The device the group runs on: the device of its first tensor argument (the scheduling
 /// policy "inputs' device"). Throws ka::ValueError when no argument is a tensor.
 Device group_device(const GroupArgs& group);
+
+/// A tensor's sizes, as shape propagation sees them.
+using Sizes = std::vector<std::int64_t>;
+
+/// The sizes of `spec`'s result, without running it: `args` are its schema arguments and
+/// `tensor_sizes[i]` the sizes of argument i where it is a tensor (null where it is not, or
+/// where its sizes are unknown). nullopt when a size it needs is unknown or the arguments do
+/// not check (packing says why).
+std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* args,
+                                  const Sizes* const* tensor_sizes);
 
 /// The MemRange `t` spans (from its lowest to its highest addressed element).
 MemRange range_of(const at::Tensor& t, Access access);

@@ -276,5 +276,45 @@ TEST(FusionChecker, ChainsEpiloguesAndPrologues) {
   EXPECT_EQ(groups[0].count, 2);
 }
 
+// The row budget of a prologue fused into softmax, applied by the FusionChecker through
+// run_graph: the add's rows are its link (mm's output, whose sizes only shape propagation
+// knows before anything runs) and its bias, N floats each.
+TEST(FusionChecker, RowBudgetIsAppliedThroughRunGraph) {
+  constexpr std::int64_t kRows = 8;
+  constexpr std::int64_t kN = 256;
+  const at::Tensor x = at::randn({kRows, 16});
+  const at::Tensor w = at::randn({16, kN});
+  const at::Tensor b = at::randn({kN});
+  const at::Tensor expected = at::_softmax(at::mm(x, w) + b, -1, false);
+  const auto graph = [&] {
+    OpGraph g;
+    g.values = {x, w, b, c10::IValue(1), c10::IValue(-1), c10::IValue(false),
+                c10::IValue(), c10::IValue(), c10::IValue()};
+    g.nodes = {{"aten::mm", {0, 1}, {6}},
+               {"aten::add.Tensor", {6, 2, 3}, {7}},
+               {"aten::_softmax", {7, 4, 5}, {8}}};
+    g.outputs = {8};
+    return g;
+  };
+  constexpr std::int64_t kRowBytes = 2 * kN * 4;
+  Extractor ex;
+  ex.fusion_checker().set_budget(DeviceType::kCPU, {16, 8, kRowBytes});
+  OpGraph within = graph();
+  auto plans = ex.run_graph(within);
+  ASSERT_EQ(plans.size(), 2U);
+  EXPECT_EQ(plans[1].pattern, "fused::pointwise_softmax[aten::add.Tensor+aten::_softmax]");
+  EXPECT_NE(plans[1].fusion.find("row working set 2048 B"), std::string::npos) << plans[1].fusion;
+  EXPECT_TRUE(at::allclose(within.values[8].toTensor(), expected, 1e-5, 1e-6));
+
+  ex.fusion_checker().set_budget(DeviceType::kCPU, {16, 8, kRowBytes - 4});
+  OpGraph over = graph();
+  plans = ex.run_graph(over);
+  ASSERT_EQ(plans.size(), 3U);
+  EXPECT_EQ(plans[1].pattern, "aten::add.Tensor");
+  EXPECT_NE(plans[1].fusion.find("row working set 2048 B exceeds the budget"), std::string::npos)
+      << plans[1].fusion;
+  EXPECT_TRUE(at::allclose(over.values[8].toTensor(), expected, 1e-5, 1e-6));
+}
+
 }  // namespace
 }  // namespace ka::extractor

@@ -28,8 +28,13 @@ struct FusionNode {
   bool row_reduction = false;  ///< softmax / layer_norm (takes a prologue).
   int chain_input = -1;  ///< Index of the previous node whose output this node reads (-1: none).
   int uses = 0;          ///< Readers of this node's output (graph outputs count as readers).
-  int external_inputs = 0;  ///< Distinct tensor inputs from outside the chain.
-  std::int64_t row_bytes = 0;  ///< For row reductions: bytes of one row of the prologue inputs.
+  int external_inputs = 0;  ///< Tensor inputs other than the chain link.
+  /// Bytes of one row (the last dimension) of the tensors this node reads other than the
+  /// chain link: what it adds to a fused row reduction's working set.
+  std::int64_t row_bytes = 0;
+  /// Bytes of one row of the chain link (the previous node's output): part of the working
+  /// set when this node starts a group, since the link then comes from outside it.
+  std::int64_t link_row_bytes = 0;
 };
 
 /// One group: consecutive nodes [first, first + count) and its kind, with the reason.
