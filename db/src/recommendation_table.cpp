@@ -21,8 +21,7 @@
 //      as `key` (a "bucket"), the tuned shape at the smallest distance (kNearestShape; see
 //      Note [Shape distance]); ties go to the smaller shape key in string order;
 //   3. arch default: the op's row with shape key '*' (kArchDefault);
-//   4. nullopt: the caller uses its kernel's heuristic (pick_or_heuristic labels it
-//      kHeuristic).
+//   4. nullopt: the caller uses its kernel's heuristic (provenance kHeuristic).
 // When several kernels have a row for one (op, shape), the one with the smallest median
 // answers (unknown medians last, then kernel name order), so a shape has one answer.
 // Nothing crosses an op, a dtype, a rank or a layout: a config tuned for f32 is never
@@ -622,17 +621,6 @@ std::optional<RecommendationTable::Pick> RecommendationTable::lookup(
     return make_pick(it->second, Provenance::kArchDefault, std::numeric_limits<double>::infinity());
   }
   return std::nullopt;
-}
-
-RecommendationTable::Pick RecommendationTable::pick_or_heuristic(
-    const ShapeKey& key, const LaunchConfig& heuristic,
-    std::string_view heuristic_kernel) const noexcept {
-  if (auto pick = lookup(key)) return *pick;
-  Pick pick;
-  pick.kernel = heuristic_kernel;
-  pick.config = &heuristic;
-  pick.provenance = Provenance::kHeuristic;
-  return pick;
 }
 
 }  // namespace ka::db

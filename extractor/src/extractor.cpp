@@ -161,7 +161,7 @@ std::uint64_t next_generation() {
 
 struct CachedConfig {
   LaunchConfig config;
-  const char* provenance = "heuristic";
+  db::Provenance provenance = db::Provenance::kHeuristic;
   std::string shape_key;
   std::string kernel;
   int kernel_version = 0;
@@ -487,10 +487,8 @@ struct Extractor::Impl {
           const Status st = d.can_run ? d.can_run(key, full) : Status::ok();
           if (st) {
             c->config = full;
-            c->provenance = pick->provenance == db::Provenance::kExact          ? "exact"
-                            : pick->provenance == db::Provenance::kNearestShape ? "nearest"
-                                                                                : "arch-default";
-            log().debug("config for {} from the table ({}): {}", key.str(), c->provenance,
+            c->provenance = pick->provenance;
+            log().debug("config for {} from the table ({}): {}", key.str(), db::to_string(c->provenance),
                         c->config.str());
             return c;
           }
@@ -502,7 +500,7 @@ struct Extractor::Impl {
     KA_CHECK_TYPE(NotImplementedError, static_cast<bool>(d.default_config), "kernel ", d.name,
                   " has no default configuration");
     c->config = d.default_config(key);
-    c->provenance = "heuristic";
+    c->provenance = db::Provenance::kHeuristic;
     log().debug("config for {} from {}'s heuristic: {}", key.str(), d.name, c->config.str());
     return c;
   }
@@ -692,7 +690,6 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
       task.kernel = entry.descriptor;
       task.device = device;
       task.config = &cfg.config;
-      task.config_source = cfg.provenance;
       const Status st = entry.launchers.prepare_cpu(packed.args, cfg.config, task.cpu);
       require_accepted(st, entry, cfg);
       extract_span.reset();
@@ -1101,7 +1098,7 @@ std::string Extractor::dump_extraction_context() const {
     if (last.config) {
       j["shape_key"] = last.config->shape_key;
       j["config"] = last.config->config.str();
-      j["provenance"] = last.config->provenance;
+      j["provenance"] = db::to_string(last.config->provenance);
     }
     j["strided_inputs"] = last.strided;
     j["eager_plan"] = last.plan_hit ? "hit" : "miss";
@@ -1122,7 +1119,7 @@ std::string Extractor::dump_extraction_context() const {
                                 {"device", p.device},
                                 {"shape_key", p.shape_key},
                                 {"config", p.config},
-                                {"provenance", p.provenance},
+                                {"provenance", db::to_string(p.provenance)},
                                 {"dependencies", p.dependencies}});
     }
   }

@@ -1019,7 +1019,7 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
         fmt::print("    #{} {}  nodes [{}]{}\n", t.id, t.pattern, join_ints(t.nodes, ", "),
                    t.fusion.empty() ? "" : "  fusion: " + t.fusion);
         fmt::print("       kernel {} v{} on {}, shape key {}, config {}, provenance {}, after {}\n",
-                   t.kernel, t.kernel_version, t.device, t.shape_key, t.config, t.provenance,
+                   t.kernel, t.kernel_version, t.device, t.shape_key, t.config, db::to_string(t.provenance),
                    t.after.empty() ? "-" : "#" + join_ints(t.after, ", #"));
       }
     }

@@ -6,6 +6,7 @@
 #include <ka/core/device.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/status.hpp>
+#include <ka/db/recommendation_table.hpp>
 #include <ka/harness/suite.hpp>
 
 #include <cstddef>
@@ -50,7 +51,7 @@ struct TaskInfo {
   std::string device;
   std::string shape_key;
   std::string config;
-  std::string provenance;  ///< exact / nearest / arch-default / heuristic
+  db::Provenance provenance = db::Provenance::kHeuristic;
   std::vector<int> after;  ///< Ids of the tasks this one waits for.
 };
 
@@ -61,7 +62,7 @@ struct VariantInfo {
   std::string kernel;     ///< For a graph: its tasks' kernels, joined with " + ".
   int kernel_version = 0;
   std::string config;  ///< For a graph: its tasks' configs, joined with " | ".
-  std::string provenance;
+  std::string provenance;  ///< As stored and printed: its tasks' provenances, joined with ",".
   std::vector<TaskInfo> tasks;  ///< Graph ka variants: the plan of the last checked run.
   /// The fewest bytes a call must move: every input read once and every output written once
   /// (graph cases, once checked; 0 when unknown). Effective bandwidth = min_bytes / time.

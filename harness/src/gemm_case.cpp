@@ -91,7 +91,7 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& co
       s.cuda ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor(), c.op,
       shape_key(c));
   s.config = choice.config;
-  s.provenance = choice.provenance;
+  s.provenance = db::to_string(choice.provenance);
   if (!s.cuda && s.config.get_or("threads", 1) > context.threads) {
     s.config.set("threads", context.threads);
     s.provenance += " (threads capped at " + std::to_string(context.threads) + ")";

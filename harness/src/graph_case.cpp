@@ -245,7 +245,9 @@ VariantInfo GraphCase::info(std::size_t v) const {
   for (const TaskInfo& t : info.tasks) {
     info.config += (info.config.empty() ? "" : " | ") + t.config;
   }
-  info.provenance = join_unique(info.tasks, ",", [](const TaskInfo& t) { return t.provenance; });
+  info.provenance = join_unique(info.tasks, ",", [](const TaskInfo& t) {
+    return std::string(db::to_string(t.provenance));
+  });
   return info;
 }
 

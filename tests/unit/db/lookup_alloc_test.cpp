@@ -35,7 +35,6 @@ TEST(LookupAllocTest, LookupsAllocateNothing) {
   const std::vector<ShapeKey> exact = {mm(7, 4, 4096), mm(700, 301, 40), mm(1400, 601, 20)};
   const std::vector<ShapeKey> nearest = {mm(8, 4, 4000), mm(5000, 5000, 5000)};
   const ShapeKey other_dtype = mm(7, 4, 4096, DType::kFloat16);
-  LaunchConfig heuristic;
 
   const long before = ka_test_allocation_count();
   EXPECT_GT(before - at_start, 200);  // the counter sees this binary's allocations
@@ -43,7 +42,6 @@ TEST(LookupAllocTest, LookupsAllocateNothing) {
   for (int round = 0; round < 100; ++round) {
     for (const ShapeKey& key : exact) {
       provenance_sum += static_cast<int>(table.lookup(key)->provenance);
-      provenance_sum += static_cast<int>(table.pick_or_heuristic(key, heuristic).provenance);
     }
     for (const ShapeKey& key : nearest) {
       provenance_sum += static_cast<int>(table.lookup(key)->provenance);

@@ -183,25 +183,6 @@ TEST_F(RecommendationTableTest, NothingCrossesDtypeRankLayoutOrOp) {
   EXPECT_FALSE(table.lookup(ShapeKey("aten::add.Tensor", {t({512, 512}), t({512, 512})})));
 }
 
-TEST_F(RecommendationTableTest, PickOrHeuristicLabelsTheFallback) {
-  const RecommendationTable table(kFp, rows(), kVersions);
-  LaunchConfig heuristic;
-  heuristic.block = {64, 64, 1};
-  const auto fallback = table.pick_or_heuristic(ShapeKey("aten::add.Tensor", {t({4}), t({4})}),
-                                                heuristic, "add_vectorized");
-  EXPECT_EQ(fallback.provenance, Provenance::kHeuristic);
-  EXPECT_EQ(fallback.config, &heuristic);
-  EXPECT_EQ(fallback.kernel, "add_vectorized");
-  EXPECT_TRUE(std::isnan(fallback.expected_runtime_ns));
-  EXPECT_TRUE(std::isinf(fallback.distance));
-  const auto tuned = table.pick_or_heuristic(mm(64, 64, 64), heuristic);
-  EXPECT_EQ(tuned.provenance, Provenance::kExact);
-  EXPECT_NE(tuned.config, &heuristic);
-
-  const RecommendationTable empty;
-  EXPECT_EQ(empty.pick_or_heuristic(mm(64, 64, 64), heuristic).provenance, Provenance::kHeuristic);
-}
-
 TEST_F(RecommendationTableTest, OtherDevicesAndKernelVersionsAreSkippedAndCounted) {
   const RecommendationTable table(kFp, rows(), kVersions);
   EXPECT_EQ(table.size(), 8U);

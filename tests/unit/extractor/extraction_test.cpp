@@ -173,15 +173,15 @@ TEST(Extractor, EachDeviceTypeHasItsOwnTable) {
   EXPECT_EQ(ex.table(DeviceType::kCUDA)->size(), 1U);
   EXPECT_EQ(ex.table(DeviceType::kCPU)->size(), 0U);
   auto gpu = ex.choose_config(cuda, "aten::mm", key);
-  EXPECT_EQ(gpu.provenance, "exact");
+  EXPECT_EQ(gpu.provenance, db::Provenance::kExact);
   EXPECT_EQ(gpu.config.str(), cuda.complete(key, tuned).str());
-  EXPECT_EQ(ex.choose_config(cpu, "aten::mm", key).provenance, "heuristic");
+  EXPECT_EQ(ex.choose_config(cpu, "aten::mm", key).provenance, db::Provenance::kHeuristic);
   // A CPU table arrives: the GPU's choice is unchanged.
   ex.set_table(std::make_shared<db::RecommendationTable>(), DeviceType::kCPU);
   gpu = ex.choose_config(cuda, "aten::mm", key);
-  EXPECT_EQ(gpu.provenance, "exact");
+  EXPECT_EQ(gpu.provenance, db::Provenance::kExact);
   ex.set_table(std::make_shared<db::RecommendationTable>(), DeviceType::kCUDA);
-  EXPECT_EQ(ex.choose_config(cuda, "aten::mm", key).provenance, "heuristic");
+  EXPECT_EQ(ex.choose_config(cuda, "aten::mm", key).provenance, db::Provenance::kHeuristic);
 }
 
 TEST(Extractor, PlansOfADestroyedExtractorAreNeverReused) {

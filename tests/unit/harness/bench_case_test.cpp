@@ -59,7 +59,7 @@ TEST(BenchCase, GraphCasesMatchLibtorchFusedAndUnfused) {
       for (const TaskInfo& t : info.tasks) {
         EXPECT_FALSE(t.kernel.empty());
         EXPECT_FALSE(t.config.empty());
-        EXPECT_EQ(t.provenance, "heuristic");
+        EXPECT_EQ(t.provenance, db::Provenance::kHeuristic);
         for (const int a : t.after) EXPECT_LT(a, t.id) << "tasks wait only for earlier tasks";
       }
       // The fused run fuses something; the unfused run nothing.

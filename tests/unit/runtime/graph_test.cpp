@@ -104,7 +104,7 @@ TEST(Graph, IndependentTasksHaveNoDependencies) {
   EXPECT_EQ(r.tasks[2].dependencies,
             (std::vector<std::uint64_t>{r.tasks[0].task_id, r.tasks[1].task_id}));
   EXPECT_TRUE(at::allclose(r.outputs[0].toTensor(), reference(ir, in)[0].toTensor(), 1e-4, 1e-4));
-  for (const auto& t : r.tasks) EXPECT_EQ(t.provenance, "heuristic");
+  for (const auto& t : r.tasks) EXPECT_EQ(t.provenance, db::Provenance::kHeuristic);
 }
 
 TEST(Graph, AnInPlaceWriteWaitsForEarlierReaders) {

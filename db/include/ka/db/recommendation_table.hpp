@@ -66,20 +66,21 @@ struct CompiledRecommendation {
 /// recommendation_table.cpp.
 ///
 ///   auto table = RecommendationTable::load("tuned.ka.db", cpu_fingerprint(), versions);
-///   auto pick = table.pick_or_heuristic(key, descriptor_default);  // pick.config, provenance
+///   if (auto pick = table.lookup(key)) use(*pick->config, pick->provenance);
+///   else use(descriptor.default_config(key), Provenance::kHeuristic);
 class RecommendationTable {
  public:
-  /// One answer. `kernel`, `config` and `fusion` point into the table (or, for kHeuristic,
-  /// at the caller's arguments) and stay valid while it lives, moves included.
+  /// One answer. `kernel`, `config` and `fusion` point into the table and stay valid while
+  /// it lives, moves included.
   struct Pick {
-    std::string_view kernel;  ///< Empty for a heuristic pick without a kernel.
+    std::string_view kernel;
     int kernel_version = 0;
     const LaunchConfig* config = nullptr;  ///< Never null in an answer.
-    Provenance provenance = Provenance::kHeuristic;
+    Provenance provenance = Provenance::kExact;  ///< Never kHeuristic: the table answered.
     /// Median measured for exactly this shape; NaN for every other provenance.
     double expected_runtime_ns = std::numeric_limits<double>::quiet_NaN();
     /// 0 for kExact; the log-shape distance to the tuned shape for kNearestShape (see Note
-    /// [Shape distance]); +infinity for kArchDefault and kHeuristic.
+    /// [Shape distance]); +infinity for kArchDefault.
     double distance = std::numeric_limits<double>::infinity();
     std::string_view fusion;  ///< Measured fusion decision; empty when none.
   };
@@ -138,11 +139,6 @@ class RecommendationTable {
   /// key.op().
   [[nodiscard]] std::optional<Pick> lookup(std::string_view op, const ShapeKey& key) const noexcept;
 
-  /// lookup(key), or else `heuristic` labelled kHeuristic. `heuristic` must outlive the pick.
-  [[nodiscard]] Pick pick_or_heuristic(const ShapeKey& key, const LaunchConfig& heuristic,
-                                       std::string_view heuristic_kernel = {}) const noexcept;
-  Pick pick_or_heuristic(const ShapeKey& key, LaunchConfig&& heuristic,
-                         std::string_view heuristic_kernel = {}) const = delete;
 
   /// DeviceFingerprint::key() the table serves.
   [[nodiscard]] const std::string& fingerprint() const noexcept { return fingerprint_; }

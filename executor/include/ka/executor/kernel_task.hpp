@@ -30,10 +30,8 @@ struct KernelTask {
   const kernels::KernelDescriptor* kernel = nullptr;
   Device device;
   /// The launch configuration (points into the extractor's config cache or table, which
-  /// outlive the task); `config_source` says where it came from: "exact", "nearest",
-  /// "arch-default", "heuristic".
+  /// outlive the task).
   const LaunchConfig* config = nullptr;
-  const char* config_source = "heuristic";
   int priority = 0;  ///< Higher runs first among ready tasks.
   /// Every byte range the task reads or writes (in-place self: kReadWrite).
   std::vector<MemRange> ranges;

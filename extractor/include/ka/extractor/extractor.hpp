@@ -72,7 +72,7 @@ struct TaskPlan {
   std::string device;
   std::string shape_key;
   std::string config;
-  std::string provenance;  ///< exact / nearest / arch-default / heuristic
+  db::Provenance provenance = db::Provenance::kHeuristic;
   std::vector<std::uint64_t> dependencies;
 };
 
@@ -181,11 +181,10 @@ class Extractor {
   [[nodiscard]] std::shared_ptr<const db::RecommendationTable> table(
       DeviceType device = DeviceType::kCPU) const;
 
-  /// A configuration and where it came from ("exact", "nearest", "arch-default",
-  /// "heuristic").
+  /// A configuration and where it came from.
   struct Choice {
     LaunchConfig config;
-    std::string provenance;
+    db::Provenance provenance = db::Provenance::kHeuristic;
   };
   /// The configuration the pipeline would run `kernel` with for `key` (rows stored under
   /// `lookup_op`): the table's (exact → nearest → arch default, completed for the shape and
