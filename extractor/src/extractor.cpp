@@ -381,8 +381,8 @@ struct Extractor::Impl {
   KernelRegistry cpu{DeviceType::kCPU};
   KernelRegistry cuda{DeviceType::kCUDA};
   // entry cache per op spec and device type (filled on first use).
-  std::array<std::atomic<const KernelEntry*>, 20> cpu_entries{};
-  std::array<std::atomic<const KernelEntry*>, 20> cuda_entries{};
+  std::array<std::atomic<const KernelEntry*>, detail::kNumOps> cpu_entries{};
+  std::array<std::atomic<const KernelEntry*>, detail::kNumOps> cuda_entries{};
 
   // One table per device type (a CPU's and a GPU's tuned rows have different fingerprints).
   mutable std::shared_mutex table_mutex;
@@ -469,6 +469,17 @@ struct Extractor::Impl {
     return c;
   }
 
+  // A tuned CPU config runs on at most kernels::cpu_thread_limit() threads: the limit is the
+  // program's choice (ka-bench --threads, KA_NUM_THREADS), the heuristic plans for it, and a
+  // table tuned on more cores must not exceed it.
+  static void cap_threads(const kernels::KernelDescriptor& d, LaunchConfig& config) {
+    const int limit = kernels::cpu_thread_limit();
+    if (d.device != DeviceType::kCPU || config.get_or("threads", 1) <= limit) return;
+    log().debug("{}: tuned threads={} capped at the thread limit {}", d.name,
+                config.get_or("threads", 1), limit);
+    config.set("threads", limit);
+  }
+
   // The slow path: table (exact → nearest → arch default) or the kernel's heuristic.
   std::unique_ptr<CachedConfig> choose(const kernels::KernelDescriptor& d,
                                        std::string_view lookup_op, const ShapeKey& key) {
@@ -488,6 +499,7 @@ struct Extractor::Impl {
           if (st) {
             c->config = full;
             c->provenance = pick->provenance;
+            cap_threads(d, c->config);
             log().debug("config for {} from the table ({}): {}", key.str(), db::to_string(c->provenance),
                         c->config.str());
             return c;

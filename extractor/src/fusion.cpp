@@ -152,7 +152,7 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
     int& link_arg = view.link_arg[i];
     f.signature = s.signature;
     f.elementwise = s.kind == OpKind::kElementwise && !s.inplace;
-    f.gemm = s.kind == OpKind::kGemm;
+    f.gemm = s.kind == OpKind::kGemm && s.out_arg < 0;  // an out= result is the caller's
     f.activation = s.activation;
     f.row_reduction = s.kind == OpKind::kSoftmax || s.kind == OpKind::kLayerNorm;
     f.uses = readers[static_cast<std::size_t>(node.outputs[0])];

@@ -23,7 +23,7 @@ namespace ka::extractor::detail {
 
 namespace {
 
-constexpr std::array<OpSpec, 20> kSpecs = {{
+constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {0, "aten::add.Tensor", OpKind::kElementwise, 3, false, false, {{0, 1}}},
     {1, "aten::add.Scalar", OpKind::kElementwise, 3, false, false, {{0, -1}}},
     {2, "aten::add_.Tensor", OpKind::kElementwise, 3, true, false, {{0, 1}}},
@@ -44,7 +44,25 @@ constexpr std::array<OpSpec, 20> kSpecs = {{
     {17, "aten::softmax.int", OpKind::kSoftmax, 3, false, false, {{-1, -1}}},
     {18, "aten::layer_norm", OpKind::kLayerNorm, 6, false, false, {{-1, -1}}},
     {19, "aten::sum.dim_IntList", OpKind::kSum, 4, false, false, {{-1, -1}}},
+    {20, "aten::mm.out", OpKind::kGemm, 3, false, false, {{-1, -1}}, 2},
+    {21, "aten::addmm.out", OpKind::kGemm, 6, false, false, {{-1, -1}}, 5},
 }};
+
+// The GEMM ops' argument layouts: mm(self, mat2[, out]), addmm(self, mat1, mat2, beta,
+// alpha[, out]), linear(input, weight, bias).
+enum class GemmForm : std::uint8_t { kMm, kAddmm, kLinear };
+GemmForm gemm_form(const OpSpec& op) {
+  switch (op.id) {
+    case 12:
+    case 20:
+      return GemmForm::kMm;
+    case 13:
+    case 21:
+      return GemmForm::kAddmm;
+    default:
+      return GemmForm::kLinear;
+  }
+}
 
 [[noreturn]] void fail(const OpSpec& op, const std::string& what) {
   KA_THROW(ValueError, op.signature, ": ", what);
@@ -339,6 +357,23 @@ void check_matrices(const OpSpec& op, const at::Tensor& a, const at::Tensor& b) 
   }
 }
 
+// The `out` argument of an out= overload, resized to `sizes` as PyTorch's resize_output does.
+// ka writes a contiguous output that overlaps none of `inputs`; others are declined.
+at::Tensor output_arg(const NodeArgs& n, c10::IntArrayRef sizes, Device device,
+                      std::initializer_list<const at::Tensor*> inputs) {
+  const at::Tensor& t = tensor_arg(n, n.spec->out_arg, "out", device);
+  if (t.sizes() != sizes) t.resize_(sizes);
+  KA_CHECK_TYPE(NotImplementedError, t.is_contiguous(), n.spec->signature,
+                ": ka writes contiguous outputs; 'out' has strides ", c10::str(t.strides()));
+  const MemRange written = range_of(t, Access::kWrite);
+  for (const at::Tensor* in : inputs) {
+    KA_CHECK_TYPE(NotImplementedError, in == nullptr || !written.overlaps(range_of(*in, Access::kRead)),
+                  n.spec->signature, ": 'out' overlaps an input; ka's kernels read their inputs "
+                  "while writing");
+  }
+  return t;
+}
+
 void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   const NodeArgs& n = g.nodes[0];
   check_arity(n);
@@ -348,11 +383,12 @@ void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   at::Tensor mat1;
   at::Tensor mat2;
   std::vector<std::int64_t> out_shape;  // only for linear on >2-D input
-  if (op.id == 12) {  // mm(self, mat2)
+  const GemmForm form = gemm_form(op);
+  if (form == GemmForm::kMm) {
     mat1 = tensor_arg(n, 0, "self", out.device);
     mat2 = tensor_arg(n, 1, "mat2", out.device);
     args->beta = 0.0F;
-  } else if (op.id == 13) {  // addmm(self, mat1, mat2, beta, alpha)
+  } else if (form == GemmForm::kAddmm) {
     bias = &tensor_arg(n, 0, "self", out.device);
     mat1 = tensor_arg(n, 1, "mat1", out.device);
     mat2 = tensor_arg(n, 2, "mat2", out.device);
@@ -391,7 +427,10 @@ void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
     add_range(out, b, Access::kRead);
   }
   if (g.kind == FusionKind::kGemmEpilogue) args->epilogue = epilogue_of(g.nodes[1]);
-  at::Tensor result = allocate({mat1.size(0), mat2.size(1)}, out.device);
+  at::Tensor result = op.out_arg < 0
+                          ? allocate({mat1.size(0), mat2.size(1)}, out.device)
+                          : output_arg(n, {mat1.size(0), mat2.size(1)}, out.device,
+                                       {&mat1, &mat2, bias});
   args->out = to_view(result);
   args->mat1 = to_view(mat1);
   args->mat2 = to_view(mat2);
@@ -632,12 +671,13 @@ std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* 
       }
       return out;
     }
-    case OpKind::kGemm: {  // mm(self, mat2), addmm(self, mat1, mat2, ...), linear(input, weight, bias)
-      const int lhs = spec.id == 13 ? 1 : 0;
+    case OpKind::kGemm: {
+      const GemmForm form = gemm_form(spec);
+      const int lhs = form == GemmForm::kAddmm ? 1 : 0;
       const Sizes* x = tensor_sizes[lhs];
       const Sizes* w = tensor_sizes[lhs + 1];
       if (x == nullptr || w == nullptr || w->size() != 2) return std::nullopt;
-      if (spec.id == 14) {
+      if (form == GemmForm::kLinear) {
         if (x->empty()) return std::nullopt;
         Sizes out(x->begin(), x->end() - 1);
         out.push_back((*w)[0]);
@@ -663,7 +703,7 @@ std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* 
   return std::nullopt;
 }
 
-const std::array<OpSpec, 20>& op_specs() { return kSpecs; }
+const std::array<OpSpec, kNumOps>& op_specs() { return kSpecs; }
 
 const OpSpec* find_spec(std::string_view signature) noexcept {
   for (const OpSpec& s : kSpecs) {

@@ -21,8 +21,11 @@ namespace ka::extractor::detail {
 
 enum class OpKind : std::uint8_t { kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum };
 
-/// One operator ka serves: its exact signature, family, schema arity and, for element-wise
-/// ops, which arguments are tensors.
+/// How many operators the extractor serves.
+constexpr std::size_t kNumOps = 22;
+
+/// One operator ka serves: its exact signature, family, schema arity, for element-wise ops
+/// which arguments are tensors, and for out= overloads which argument is the output.
 struct OpSpec {
   int id = 0;
   const char* signature = "";
@@ -31,10 +34,11 @@ struct OpSpec {
   bool inplace = false;     ///< self is also the output (add_, relu_).
   bool activation = false;  ///< Can be a GEMM epilogue.
   std::array<std::int8_t, 2> tensor_args{{-1, -1}};
+  std::int8_t out_arg = -1;  ///< out= overloads: the argument the result is written into.
 };
 
 /// Every op, in a fixed order (OpSpec::id indexes it).
-const std::array<OpSpec, 20>& op_specs();
+const std::array<OpSpec, kNumOps>& op_specs();
 const OpSpec* find_spec(std::string_view signature) noexcept;
 
 /// One node of a group: its op, its schema arguments (pointers into a stack or a value

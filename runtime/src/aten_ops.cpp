@@ -45,6 +45,8 @@ KA_SIGNATURE(kSigmoid, "aten::sigmoid");
 KA_SIGNATURE(kSilu, "aten::silu");
 KA_SIGNATURE(kMm, "aten::mm");
 KA_SIGNATURE(kAddmm, "aten::addmm");
+KA_SIGNATURE(kMmOut, "aten::mm.out");
+KA_SIGNATURE(kAddmmOut, "aten::addmm.out");
 KA_SIGNATURE(kBmm, "aten::bmm");
 KA_SIGNATURE(kSoftmaxInternal, "aten::_softmax");
 KA_SIGNATURE(kLayerNorm, "aten::layer_norm");
@@ -135,6 +137,14 @@ struct Registrations {
     backend("aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) "
             "-> Tensor",
             kAddmm, &extract_execute<kAddmm, T, T, T, S, S>);
+    // The out= overloads write the caller's tensor, as at::mm_out / at::addmm_out do. In
+    // PyTorch `out` is a Tensor&; ka's typed signature takes it as const at::Tensor& (the
+    // handle is const, the data it points to is written).
+    backend("aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)", kMmOut,
+            &extract_execute<kMmOut, T, T, T>);
+    backend("aten::addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, "
+            "Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+            kAddmmOut, &extract_execute<kAddmmOut, T, T, T, S, S, T>);
     backend("aten::bmm(Tensor self, Tensor mat2) -> Tensor", kBmm,
             &extract_execute<kBmm, T, T>);
     backend("aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", kSoftmaxInternal,

@@ -35,6 +35,40 @@ TEST_F(AtenOpsTest, TypedAddmmMatchesLibtorch) {
   EXPECT_TRUE(at::allclose(got, at::addmm(bias, a, b, 0.5, 2.0), 1e-4, 1e-5));
 }
 
+// The out= overloads write the caller's tensor (resized as PyTorch resizes it) and return it;
+// an out that is not contiguous, or that overlaps an input, is declined with a clear error.
+TEST_F(AtenOpsTest, OutOverloadsWriteTheCallersTensor) {
+  using T = const at::Tensor&;
+  using S = const at::Scalar&;
+  at::manual_seed(11);
+  const at::Tensor bias = at::rand({33});
+  const at::Tensor a = at::rand({17, 29});
+  const at::Tensor b = at::rand({29, 33});
+  auto& d = Dispatcher::singleton();
+  const auto addmm_out = d.find_op_or_throw("aten::addmm.out").typed<at::Tensor(T, T, T, S, S, T)>();
+  const auto mm_out = d.find_op_or_throw("aten::mm.out").typed<at::Tensor(T, T, T)>();
+  const at::Tensor out = at::empty({17, 33});
+  const void* storage = out.data_ptr();
+  const at::Tensor got = addmm_out.call(bias, a, b, 0.5, 2.0, out);
+  EXPECT_TRUE(got.is_same(out));
+  EXPECT_EQ(out.data_ptr(), storage);
+  EXPECT_TRUE(at::allclose(out, at::addmm(bias, a, b, 0.5, 2.0), 1e-4, 1e-5));
+  const at::Tensor empty = at::empty({0});
+  mm_out.call(a, b, empty);
+  EXPECT_EQ(empty.sizes(), at::IntArrayRef({17, 33}));
+  EXPECT_TRUE(at::allclose(empty, at::mm(a, b), 1e-4, 1e-5));
+
+  const at::Tensor strided = at::empty({33, 17}).t();
+  EXPECT_THROW(mm_out.call(a, b, strided), NotImplementedError);
+  const at::Tensor square = at::rand({29, 29});
+  try {
+    mm_out.call(square, square, square);
+    FAIL() << "an out that aliases its input was accepted";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("'out' overlaps an input"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(AtenOpsTest, BoxedMmMatchesLibtorch) {
   const at::Tensor a = at::rand({8, 300});
   const at::Tensor b = at::rand({300, 5}).t().contiguous().t();  // column-major view

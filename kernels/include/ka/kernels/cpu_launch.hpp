@@ -81,7 +81,8 @@ void run_on_pool(const CpuLaunch& launch);
 /// The most threads the CPU kernels' default heuristics plan for (0 = KA_NUM_THREADS if set,
 /// else every logical core; the initial value), like at::set_num_threads for libtorch:
 /// `ka-bench --threads N` and `ka-tune --threads N` set it so that untuned configs are the
-/// ones ka would pick on N cores. Tuned configs and tunable spaces are not affected. Set it before the first call: configs the
+/// ones ka would pick on N cores; the extractor runs tuned configs on at most this many
+/// threads too. Tunable spaces are not affected. Set it before the first call: configs the
 /// extractor has already chosen are cached.
 void set_cpu_thread_limit(int threads);
 /// min(limit, logical cores), at least 1.
