@@ -72,11 +72,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--vs", options.references,
                  "what op cases are timed against, a comma list of: libtorch (at::addmm_out), "
-                 "openblas, blis (their cblas_sgemm), onednn (dnnl_sgemm); each is checked "
+                 "openblas, blis (their cblas_sgemm), onednn (dnnl_sgemm), ka-kernel (ka's GEMM "
+                 "kernel called directly, without ka's dispatcher and extractor); each is checked "
                  "against libtorch like ka, runs on --threads, and is stored as impl <name>; the "
-                 "summary adds ka/best = fastest reference's time / ka time. The libraries are "
-                 "loaded at run time (Debian libopenblas0-pthread, libblis4-pthread, libdnnl2); "
-                 "CPU only")
+                 "summary adds ka/best = fastest reference's time / ka time (ka-kernel is not a "
+                 "reference). The libraries are loaded at run time (Debian libopenblas0-pthread, "
+                 "libblis4-pthread, libdnnl2); CPU only")
       ->capture_default_str();
   app.add_option("--isa", options.isa,
                  "avx512, avx2 or generic: run ka (KA_CPU_ISA) and every library on that ISA "

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -498,10 +499,12 @@ std::string ratio_cell(const Outcome* num, const Outcome* den, double& log_sum, 
   return fmt::format("{:.2f}x", r);
 }
 
-// The fastest timed reference of case i (libtorch or a peer) and its name, or nullptr.
+// The fastest timed reference of case i (libtorch or a peer; ka-kernel is ka itself) and its
+// name, or nullptr.
 const Outcome* best_reference(const Session& s, std::size_t i, std::string& name) {
   const Outcome* best = nullptr;
   for (const std::string& ref : s.context.references) {
+    if (ref == detail::kImplKaKernel) continue;
     const Outcome* o = outcome_of(s, i, ref);
     if (timed(o) && (best == nullptr || o->summary.median < best->summary.median)) {
       best = o;
@@ -511,11 +514,12 @@ const Outcome* best_reference(const Session& s, std::size_t i, std::string& name
   return best;
 }
 
-// The peer references of the run (--vs minus libtorch), in order.
+// What --vs names besides libtorch (the peer libraries, ka-kernel), in order: a time and a
+// GFLOP/s column each in the summary.
 std::vector<std::string> peers_of(const Session& s) {
   std::vector<std::string> peers;
   for (const std::string& ref : s.context.references) {
-    if (detail::is_peer(ref)) peers.push_back(ref);
+    if (ref != kImplLibtorch) peers.push_back(ref);
   }
   return peers;
 }
@@ -528,8 +532,8 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
   const auto& refs = s.context.references;
   const bool with_lt = std::find(refs.begin(), refs.end(), kImplLibtorch) != refs.end();
   const std::vector<std::string> peers = peers_of(s);
-  // ka/best says more than ka/lt only when a peer is timed too.
-  const bool with_best = !peers.empty();
+  // ka/best says more than ka/lt only when a peer library is timed too.
+  const bool with_best = std::any_of(refs.begin(), refs.end(), detail::is_peer);
   std::string head = fmt::format("{:<28} {:>6} {:>6} {:>6} | {:>10} {:>9} {:>6}", "case", "M", "K",
                                  "N", "ka ms", "GFLOP/s", "%peak");
   if (with_lt) head += fmt::format(" | {:>10} {:>9} {:>6}", "libtorch ms", "GFLOP/s", "%peak");
@@ -590,7 +594,9 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
   }
   if (best_ratios > 0) {
     std::string names;
-    for (const std::string& r : refs) names += (names.empty() ? "" : ", ") + r;
+    for (const std::string& r : refs) {
+      if (r != detail::kImplKaKernel) names += (names.empty() ? "" : ", ") + r;
+    }
     fmt::print(out, "geometric mean of ka/best over {} cases: {:.2f}x  (ka/best = the fastest "
                     "reference's time / ka time, of {}; best names it; > 1 means ka is faster "
                     "than all of them)\n",
@@ -862,22 +868,97 @@ std::string case_heading(const SuiteCase& c) {
 
 // Note [--breakdown]
 // --breakdown times ka's whole pipeline per case and splits each call into its stages from the
-// profiler's spans: "call" wraps one call (op cases: ka's dispatcher, typed, allocating the
-// output; graph cases: a fused graph run), "extract" and "execute" are recorded inside it by
-// the extractor. other = call - extract - execute: ka's dispatcher and argument boxing for op
-// cases; lowering the graph and freeing its tensors for graph cases. Each case runs a few warm-up calls, then calls until ~0.3 s (at most 2000),
-// and reports the mean per call of each stage over those calls.
+// profiler's spans: "call" wraps one call as the ka variant makes it (op cases: ka's
+// dispatcher's addmm.out / mm.out, typed, into a preallocated output; graph cases: a fused
+// graph run), "extract" and "execute" are recorded inside it by the extractor. other = call -
+// extract - execute: ka's dispatcher and argument boxing for op cases; lowering the graph and
+// freeing its tensors for graph cases. Op cases then make as many calls of the bare kernel
+// (the ka-kernel variant, "kernel" spans), so pipeline = call - kernel is what going through
+// ka costs over calling its kernel. Each case runs a few warm-up calls, then calls until
+// ~0.3 s (at most 2000), and reports the mean per call of each stage over those calls.
+// One case's --breakdown: per-call means of its spans (ns), NaN where not measured.
+struct BreakdownRow {
+  int calls = 0;
+  double call_ns = 0.0;
+  double extract_ns = 0.0;
+  double execute_ns = 0.0;
+  double kernel_ns = std::numeric_limits<double>::quiet_NaN();  ///< ka-kernel; op cases only
+  double cpu_ns = std::numeric_limits<double>::quiet_NaN();     ///< calling thread's task-clock
+  double ipc = std::numeric_limits<double>::quiet_NaN();
+};
+
+// Sums, over several start/stop windows, the calling thread's counters.
+struct CounterTally {
+  std::uint64_t task_clock = 0, cycles = 0, instructions = 0;
+  bool has_task_clock = true, has_cycles = true, has_instructions = true;
+  void add(const profiler::PerfCounters& counters) {
+    const auto take = [&](profiler::PerfEvent e, std::uint64_t& sum, bool& has) {
+      const auto v = counters.read(e);
+      has = has && v.available;
+      sum += v.value;
+    };
+    take(profiler::PerfEvent::kTaskClock, task_clock, has_task_clock);
+    take(profiler::PerfEvent::kCycles, cycles, has_cycles);
+    take(profiler::PerfEvent::kInstructions, instructions, has_instructions);
+  }
+};
+
+// Warms the case up, then alternates a pipeline call (counted by `counters`) and, for op
+// cases, a bare-kernel call, so that drift affects both alike, until ~0.3 s or 2000 calls.
+BreakdownRow measure_breakdown(detail::BenchCase& b, profiler::PerfCounters& counters) {
+  auto& rec = profiler::SpanRecorder::global();
+  for (int w = 0; w < 3; ++w) b.run_pipeline();
+  bool kernel_ran = b.run_kernel();
+  // With --trace the recorder is already on and keeps everything; otherwise it is on for
+  // this case only. Either way only this case's spans are summed.
+  const bool tracing = rec.enabled();
+  if (!tracing) rec.clear();
+  rec.set_enabled(true);
+  const std::int64_t since_ns = profiler::now_ns();
+  const auto start = std::chrono::steady_clock::now();
+  CounterTally tally;
+  BreakdownRow r;
+  while (r.calls < 2000 &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.3) {
+    counters.start();
+    b.run_pipeline();
+    counters.stop();
+    tally.add(counters);
+    ++r.calls;
+    if (kernel_ran) kernel_ran = b.run_kernel();
+  }
+  std::map<std::string, double> total;
+  for (const profiler::Span& sp : rec.collect()) {
+    if (sp.start_ns >= since_ns) total[sp.name] += static_cast<double>(sp.duration_ns());
+  }
+  if (!tracing) {
+    rec.set_enabled(false);
+    rec.clear();
+  }
+  const double calls = r.calls;
+  r.call_ns = total["call"] / calls;
+  r.extract_ns = total["extract"] / calls;
+  r.execute_ns = total["execute"] / calls;
+  if (kernel_ran) r.kernel_ns = total["kernel"] / calls;
+  if (tally.has_task_clock) r.cpu_ns = static_cast<double>(tally.task_clock) / calls;
+  if (tally.has_cycles && tally.has_instructions && tally.cycles > 0) {
+    r.ipc = static_cast<double>(tally.instructions) / static_cast<double>(tally.cycles);
+  }
+  return r;
+}
+
 int breakdown_suite(const BenchOptions& options, const Suite& suite,
                     const detail::CaseContext& context) {
   const std::regex filter_re = detail::case_filter(
       flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
   fmt::print("ka-bench {} --breakdown: suite '{}'; per call, mean over the calls made (hot "
              "cache); other = call - extract - execute (op cases: ka's dispatcher and boxing; graphs: "
-             "lowering and freeing tensors)\n",
+             "lowering and freeing tensors); kernel = ka's kernel called directly (ka-kernel), "
+             "pipeline = call - kernel\n",
              KA_VERSION, suite.name);
-  fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>9} {:>12} {:>6}\n", "case", "calls",
-             "call", "other", "extract", "execute", "overhead", "cpu/call", "IPC");
-  auto& rec = profiler::SpanRecorder::global();
+  fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>9} {:>12} {:>6}\n",
+             "case", "calls", "call", "other", "extract", "execute", "kernel", "pipeline",
+             "overhead", "cpu/call", "IPC");
   // perf_event counters of the calling thread (pool workers not included); a VM may refuse
   // the hardware ones, which then read n/a (the reason is printed below).
   profiler::PerfCounters counters;
@@ -889,49 +970,18 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite,
     ++shown;
     try {
       auto b = detail::make_bench_case(c, kSeed + i, context);
-      for (int w = 0; w < 3; ++w) b->run_pipeline();
-      // With --trace the recorder is already on and keeps everything; otherwise it is on for
-      // this case only. Either way only this case's spans are summed.
-      const bool tracing = rec.enabled();
-      if (!tracing) rec.clear();
-      rec.set_enabled(true);
-      const std::int64_t since_ns = profiler::now_ns();
-      const auto start = std::chrono::steady_clock::now();
-      int calls = 0;
-      counters.start();
-      while (calls < 2000 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.3) {
-        b->run_pipeline();
-        ++calls;
-      }
-      counters.stop();
-      std::map<std::string, double> total;
-      for (const profiler::Span& sp : rec.collect()) {
-        if (sp.start_ns >= since_ns) total[sp.name] += static_cast<double>(sp.duration_ns());
-      }
-      if (!tracing) {
-        rec.set_enabled(false);
-        rec.clear();
-      }
-      const double call = total["call"] / calls;
-      const double extract = total["extract"] / calls;
-      const double execute = total["execute"] / calls;
-      const double dispatch = std::max(0.0, call - extract - execute);
-      const auto task_clock = counters.read(profiler::PerfEvent::kTaskClock);
-      const auto cycles = counters.read(profiler::PerfEvent::kCycles);
-      const auto instructions = counters.read(profiler::PerfEvent::kInstructions);
-      const std::string cpu =
-          task_clock.available
-              ? profiler::format_duration_ns(static_cast<double>(task_clock.value) / calls)
-              : "n/a";
-      const std::string ipc =
-          cycles.available && instructions.available && cycles.value > 0
-              ? fmt::format("{:.2f}", static_cast<double>(instructions.value) /
-                                          static_cast<double>(cycles.value))
-              : "n/a";
-      fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>8.1f}% {:>12} {:>6}\n", c.name, calls,
-                 profiler::format_duration_ns(call), profiler::format_duration_ns(dispatch),
-                 profiler::format_duration_ns(extract), profiler::format_duration_ns(execute),
-                 call > 0 ? 100.0 * (call - execute) / call : 0.0, cpu, ipc);
+      const BreakdownRow r = measure_breakdown(*b, counters);
+      const double dispatch = std::max(0.0, r.call_ns - r.extract_ns - r.execute_ns);
+      const auto or_dash = [](double ns) {
+        return std::isnan(ns) ? std::string("-") : profiler::format_duration_ns(ns);
+      };
+      fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8.1f}% {:>12} {:>6}\n",
+                 c.name, r.calls, profiler::format_duration_ns(r.call_ns),
+                 profiler::format_duration_ns(dispatch), profiler::format_duration_ns(r.extract_ns),
+                 profiler::format_duration_ns(r.execute_ns), or_dash(r.kernel_ns),
+                 or_dash(r.call_ns - r.kernel_ns),
+                 r.call_ns > 0 ? 100.0 * (r.call_ns - r.execute_ns) / r.call_ns : 0.0,
+                 or_dash(r.cpu_ns), std::isnan(r.ipc) ? std::string("n/a") : fmt::format("{:.2f}", r.ipc));
     } catch (const std::exception& e) {
       fmt::print("{:<28} FAILED: {}\n", c.name, e.what());
       all_ok = false;
@@ -1040,9 +1090,9 @@ namespace {
 // Note [--trace]
 // With --trace, the global span recorder is on for the whole run, and a CUPTI profiler runs
 // alongside when this build has CUPTI and a GPU answers; at the end GPU activity joins the
-// host spans and the lot is written as one Chrome trace (chrome://tracing, Perfetto). Op cases
-// benchmark the kernel directly, so their spans come from --breakdown's pipeline calls and
-// graph cases' runs.
+// host spans and the lot is written as one Chrome trace (chrome://tracing, Perfetto). Every
+// ka call records its extract and execute spans (op and graph cases alike); ka-kernel calls
+// record none.
 class TraceSession {
  public:
   explicit TraceSession(std::string path) : path_(std::move(path)) {

@@ -18,8 +18,13 @@
 
 namespace ka::harness::detail {
 
-constexpr const char* kImplKa = "ka";                 ///< ka (with fusion, for graphs).
+/// ka as a program calling it gets it: its dispatcher, extractor and executor (with fusion,
+/// for graphs; op cases write a preallocated output through the out= overloads).
+constexpr const char* kImplKa = "ka";
 constexpr const char* kImplKaUnfused = "ka_unfused";  ///< ka, every graph op its own kernel.
+/// Op cases: ka's GEMM kernel called directly at the pipeline's configuration, no dispatch
+/// or extraction (a --vs entry, not a reference: never a case's "best").
+constexpr const char* kImplKaKernel = "ka-kernel";
 constexpr const char* kImplLibtorch = "libtorch";     ///< The reference.
 
 /// `text` as a regular expression selecting cases ("" selects all). Throws ka::ValueError
@@ -117,6 +122,9 @@ class BenchCase {
   /// extract and execute (op cases; the output is allocated per call), or the graph run with
   /// fusion (graph cases). For --breakdown.
   virtual void run_pipeline() = 0;
+  /// One call of ka's kernel alone inside a "kernel" span, as ka-kernel runs it (op cases);
+  /// false when there is none (graph cases) or it declined the case. For --breakdown.
+  virtual bool run_kernel() = 0;
 };
 
 /// Allocates and fills `c`'s inputs (seeded) and prepares its variants.

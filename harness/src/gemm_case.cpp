@@ -10,6 +10,7 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/dispatch/dispatcher.hpp>
 #include <ka/profiler/span.hpp>
+#include <ka/runtime/aten_ops.hpp>
 #include <ka/runtime/runtime.hpp>
 #include <ka/extractor/tensor_interop.hpp>
 
@@ -29,13 +30,6 @@
 #include <utility>
 
 namespace ka::harness::detail {
-namespace {
-// Keeps a result observable so the call is not optimised away.
-void benchmark_keep(const at::Tensor& t) {
-  static thread_local std::int64_t sink = 0;
-  sink += t.numel();
-}
-}  // namespace
 
 double Tolerance::atol(std::int64_t k) const {
   return atol_per_sqrt_k * std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
@@ -82,20 +76,18 @@ ShapeKey GemmCase::shape_key(const SuiteCase& c) {
 GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& context)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  runtime::register_aten_ops();  // the ka variant calls ka's dispatcher
   s.c = c;
   s.context = context;
   s.cuda = context.device == DeviceType::kCUDA;
-  // The configuration ka's pipeline would use for this shape: a tuned table's (KA_TUNED_TABLE
-  // or --tuned-table) or the kernel's heuristic; threads capped at the run's --threads.
+  // The configuration ka's pipeline uses for this shape (ka-kernel runs it too): a tuned
+  // table's (KA_TUNED_TABLE or --tuned-table) or the kernel's heuristic, on at most --threads
+  // threads (the run sets kernels::set_cpu_thread_limit).
   const auto choice = extractor::Extractor::global().choose_config(
       s.cuda ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor(), c.op,
       shape_key(c));
   s.config = choice.config;
   s.provenance = db::to_string(choice.provenance);
-  if (!s.cuda && s.config.get_or("threads", 1) > context.threads) {
-    s.config.set("threads", context.threads);
-    s.provenance += " (threads capped at " + std::to_string(context.threads) + ")";
-  }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   s.mat1 = at::empty({c.m, c.k}, opts).uniform_(-1.0, 1.0, gen);
@@ -127,7 +119,34 @@ GemmCase::GemmCase(const SuiteCase& c, std::uint64_t seed, const CaseContext& co
 
 GemmCase::~GemmCase() = default;
 
-Status GemmCase::run_ka() {
+namespace {
+using T = const at::Tensor&;
+using S = const at::Scalar&;
+// The out= overloads in ka's dispatcher (registered by the Runtime the run makes).
+const dispatch::TypedOperatorHandle<at::Tensor(T, T, T, S, S, T)>& ka_addmm_out() {
+  static const auto op = dispatch::Dispatcher::singleton()
+                             .find_op_or_throw("aten::addmm.out")
+                             .typed<at::Tensor(T, T, T, S, S, T)>();
+  return op;
+}
+const dispatch::TypedOperatorHandle<at::Tensor(T, T, T)>& ka_mm_out() {
+  static const auto op = dispatch::Dispatcher::singleton()
+                             .find_op_or_throw("aten::mm.out")
+                             .typed<at::Tensor(T, T, T)>();
+  return op;
+}
+}  // namespace
+
+void GemmCase::run_ka() {
+  Impl& s = *impl_;
+  if (s.bias.defined()) {
+    ka_addmm_out().call(s.bias, s.mat1, s.mat2, s.c.beta, s.c.alpha, s.out_ka);
+  } else {
+    ka_mm_out().call(s.mat1, s.mat2, s.out_ka);
+  }
+}
+
+Status GemmCase::run_ka_kernel() {
   if (impl_->cuda) return kernels::gemm_f32_cuda(impl_->args, impl_->config, nullptr);
   return kernels::gemm_f32_cpu(impl_->args, impl_->config);
 }
@@ -186,7 +205,11 @@ Status GemmCase::run_peer(const std::string& name) {
 
 Status GemmCase::run(std::size_t v) {
   const std::string& impl = impl_->variants.at(v);
-  if (impl == kImplKa) return run_ka();
+  if (impl == kImplKa) {
+    run_ka();
+    return Status::ok();
+  }
+  if (impl == kImplKaKernel) return run_ka_kernel();
   if (impl == kImplLibtorch) {
     run_libtorch();
     return Status::ok();
@@ -200,7 +223,7 @@ VariantInfo GemmCase::info(std::size_t v) const {
   info.op = s.c.op;
   info.shape_key = shape_key(s.c).str();
   const std::string& impl = s.variants.at(v);
-  if (impl == kImplKa) {
+  if (impl == kImplKa || impl == kImplKaKernel) {
     const auto& d =
         s.cuda ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor();
     info.kernel = s.cuda ? d.name : d.name + "[" + kernels::gemm_cpu_isa() + "]";
@@ -222,13 +245,14 @@ CheckResult GemmCase::check(std::size_t v) {
   const Tolerance& tolerance = s.tolerance;
   const std::string& impl = s.variants.at(v);
   KA_ASSERT(impl != kImplLibtorch, "GemmCase::check of libtorch, the reference itself");
-  const at::Tensor& out = impl == kImplKa ? s.out_ka : s.out_peer;
+  const bool ka = impl == kImplKa || impl == kImplKaKernel;
+  const at::Tensor& out = ka ? s.out_ka : s.out_peer;
   CheckResult r;
   out.fill_(std::numeric_limits<float>::quiet_NaN());  // unwritten elements must show
   run_libtorch();
   if (Status st = run(v); !st) {
     r.refused = true;
-    r.detail = (impl == kImplKa ? std::string("ka kernel") : impl) + " refused the case: " +
+    r.detail = (ka ? std::string("ka kernel") : impl) + " refused the case: " +
                st.reason();
     return r;
   }
@@ -257,19 +281,13 @@ CheckResult GemmCase::check(std::size_t v) {
 }
 
 void GemmCase::run_pipeline() {
-  Impl& s = *impl_;
-  using T = const at::Tensor&;
-  using S = const at::Scalar&;
-  auto& d = dispatch::Dispatcher::singleton();
   KA_SPAN("call");
-  if (s.bias.defined()) {
-    static const auto addmm =
-        d.find_op_or_throw("aten::addmm").typed<at::Tensor(T, T, T, S, S)>();
-    benchmark_keep(addmm.call(s.bias, s.mat1, s.mat2, s.c.beta, s.c.alpha));
-  } else {
-    static const auto mm = d.find_op_or_throw("aten::mm").typed<at::Tensor(T, T)>();
-    benchmark_keep(mm.call(s.mat1, s.mat2));
-  }
+  run_ka();
+}
+
+bool GemmCase::run_kernel() {
+  KA_SPAN("kernel");
+  return run_ka_kernel().is_ok();
 }
 
 GpuInfo cuda_bench_device() {

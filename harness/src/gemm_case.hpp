@@ -21,12 +21,13 @@ struct Tolerance {
   [[nodiscard]] double atol(std::int64_t k) const;
 };
 
-/// An aten::mm / aten::addmm case. Variants (variants_of): 0 = ka's GEMM at the configuration
-/// the pipeline would choose for the shape (CPU: threads capped at the run's), then the
-/// context's references: libtorch (at::addmm_out / at::mm_out: OpenBLAS on the CPU, cuBLAS on
-/// a GPU) and the peer libraries (CPU only; Note [Peer GEMM calls]). With context.device ==
-/// CUDA the tensors live on CUDA device 0 and ka's CUDA SGEMM runs on the legacy default
-/// stream, libtorch's current stream, without waiting.
+/// An aten::mm / aten::addmm case. Variants (variants_of): 0 = ka through its pipeline (ka's
+/// dispatcher's aten::addmm.out / aten::mm.out into a preallocated output, as libtorch's
+/// at::addmm_out is timed), then the context's references: libtorch (at::addmm_out /
+/// at::mm_out: OpenBLAS on the CPU, cuBLAS on a GPU), the peer libraries (CPU only; Note
+/// [Peer GEMM calls]) and ka-kernel (ka's GEMM called directly at the configuration the
+/// pipeline chooses). With context.device == CUDA the tensors live on CUDA device 0 and ka's
+/// CUDA SGEMM runs on the legacy default stream, libtorch's current stream, without waiting.
 class GemmCase final : public BenchCase {
  public:
   /// Allocates and fills the inputs (seeded), the bias for addmm, and the outputs. The peer
@@ -41,9 +42,12 @@ class GemmCase final : public BenchCase {
   CheckResult check(std::size_t v) override;
   [[nodiscard]] VariantInfo info(std::size_t v) const override;
   void run_pipeline() override;
+  bool run_kernel() override;
 
-  /// One call of ka's GEMM (CPU, or enqueued on the GPU) into the ka output.
-  Status run_ka();
+  /// One call of ka through its pipeline into the ka output.
+  void run_ka();
+  /// One call of ka's GEMM kernel (CPU, or enqueued on the GPU) into the ka output.
+  Status run_ka_kernel();
   /// One call of libtorch: at::addmm_out / at::mm_out into a preallocated output.
   void run_libtorch();
   /// One call of peer library `name` into the peers' preallocated output.

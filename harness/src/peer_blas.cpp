@@ -1,5 +1,7 @@
 #include "peer_blas.hpp"
 
+#include "bench_case.hpp"
+
 #include <ka/core/error.hpp>
 
 #include <dlfcn.h>
@@ -267,9 +269,9 @@ std::vector<std::string> parse_references(const std::string& list) {
     const std::size_t end = list.find(',', begin);
     const std::string name = list.substr(begin, end == std::string::npos ? end : end - begin);
     KA_CHECK(!name.empty(), "--vs '", list, "': empty entry (expected a comma list of libtorch, ",
-             "openblas, blis, onednn)");
-    KA_CHECK(name == "libtorch" || is_peer(name), "--vs ", name,
-             ": unknown library (expected libtorch, openblas, blis or onednn)");
+             "openblas, blis, onednn, ka-kernel)");
+    KA_CHECK(name == kImplLibtorch || name == kImplKaKernel || is_peer(name), "--vs ", name,
+             ": unknown implementation (expected libtorch, openblas, blis, onednn or ka-kernel)");
     KA_CHECK(std::find(out.begin(), out.end(), name) == out.end(), "--vs '", list, "' names ",
              name, " twice");
     out.push_back(name);

@@ -15,8 +15,8 @@ constexpr const char* kImplOpenBlas = "openblas";  ///< OpenBLAS's cblas_sgemm.
 constexpr const char* kImplBlis = "blis";          ///< BLIS's cblas_sgemm.
 constexpr const char* kImplOneDnn = "onednn";      ///< oneDNN's dnnl_sgemm.
 
-/// The references `--vs LIST` names (comma-separated), in its order: libtorch, openblas, blis,
-/// onednn, each at most once. Throws ka::ValueError for an empty list or entry, an unknown
+/// What `--vs LIST` names (comma-separated), in its order: the references libtorch, openblas,
+/// blis, onednn, and ka-kernel (ka's bare GEMM kernel), each at most once. Throws ka::ValueError for an empty list or entry, an unknown
 /// name (the message lists the known ones) or a repeated one.
 std::vector<std::string> parse_references(const std::string& list);
 

@@ -1,11 +1,13 @@
 // The cases ka-bench times: graph cases run fused, unfused and by libtorch, checked and
 // explained; GEMM cases through the same interface.
 #include <ka/core/error.hpp>
+#include <ka/extractor/extractor.hpp>
 #include <ka/harness/suite.hpp>
 
 #include "bench_case.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -132,6 +134,33 @@ TEST(BenchCase, GemmCaseThroughTheSameInterface) {
   EXPECT_EQ(b->info(1).kernel, "at::addmm_out (x)");
   EXPECT_TRUE(b->run(0).is_ok());
   EXPECT_TRUE(b->run(1).is_ok());
+}
+
+// "ka" is what a program calling ka gets: the call goes through ka's dispatcher and extractor
+// (the out= overload, into the case's output); ka-kernel calls the same kernel at the same
+// configuration directly.
+TEST(BenchCase, KaGoesThroughThePipelineAndKaKernelDoesNot) {
+  const Suite s = tiny_suite();
+  CaseContext context{2, "at::addmm_out (x)"};
+  context.references = {kImplLibtorch, kImplKaKernel};
+  const auto b = make_bench_case(find_case(s, "primes"), 7, context);
+  ASSERT_EQ(variants_of(find_case(s, "primes"), context.references),
+            (std::vector<std::string>{"ka", "libtorch", "ka-kernel"}));
+  auto& ex = extractor::Extractor::global();
+  ASSERT_TRUE(b->run(0).is_ok());
+  const auto after_ka = nlohmann::json::parse(ex.dump_extraction_context());
+  EXPECT_EQ(after_ka["op"], "aten::addmm.out");
+  EXPECT_EQ(after_ka["ok"], true);
+  ASSERT_TRUE(b->run(2).is_ok());
+  EXPECT_EQ(nlohmann::json::parse(ex.dump_extraction_context()), after_ka)
+      << "ka-kernel went through the extractor";
+  for (const std::size_t v : {std::size_t{0}, std::size_t{2}}) {
+    const CheckResult r = b->check(v);
+    EXPECT_TRUE(r.correct) << v << ": " << r.detail;
+  }
+  EXPECT_EQ(b->info(0).kernel, b->info(2).kernel);
+  EXPECT_EQ(b->info(0).config, b->info(2).config);
+  EXPECT_TRUE(b->run_kernel());
 }
 
 }  // namespace

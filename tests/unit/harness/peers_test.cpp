@@ -39,7 +39,7 @@ TEST(Peers, ReferencesKeepTheOrderGiven) {
 
 TEST(Peers, BadReferenceListsAreUsageErrors) {
   EXPECT_EQ(error_of([] { parse_references("libtorch,mkl"); }),
-            "--vs mkl: unknown library (expected libtorch, openblas, blis or onednn)");
+            "--vs mkl: unknown implementation (expected libtorch, openblas, blis, onednn or ka-kernel)");
   EXPECT_NE(error_of([] { parse_references("blis,blis"); }).find("names blis twice"),
             std::string::npos);
   EXPECT_NE(error_of([] { parse_references(""); }).find("empty entry"), std::string::npos);
