@@ -2,12 +2,13 @@
 // show, export (SQLite table, C++ header, JSON), import, merge, diff.
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
+#include <ka/db/queries.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/recommendation_table.hpp>
 #include <ka/db/schema.hpp>
 #include <ka/db/sqlite.hpp>
 #include <ka/db/table_ops.hpp>
-#include <ka/extractor/extractor.hpp>
+#include <ka/kernels/builtin.hpp>
 #include <ka/profiler/measure.hpp>
 
 #include <fmt/format.h>
@@ -113,12 +114,13 @@ class NewFileGuard {
 
 std::string this_fingerprint() { return ka::cpu_fingerprint().key(); }
 
+// The kernels the extractor of this build registers, which export and import check rows against.
 ka::db::KernelVersions this_build_kernels() {
-  return ka::extractor::Extractor::global().kernel_versions();
-}
-
-std::string opt_text(ka::db::Statement& st, int i) {
-  return st.column_is_null(i) ? std::string("-") : st.column_text(i);
+  ka::db::KernelVersions versions;
+  for (const ka::kernels::KernelDescriptor* k : ka::kernels::builtin_kernels()) {
+    versions[k->name] = k->version;
+  }
+  return versions;
 }
 
 // Fingerprint -> number of recommendations, for "which devices does this file have?".
@@ -151,33 +153,22 @@ struct ShowOptions {
   std::string shape;
 };
 
-void show_runs(Connection& db, int version) {
-  const std::string trials =
-      version >= 2 ? "(SELECT count(*) FROM trials t WHERE t.run_id = r.id)" : "0";
-  auto st = db.prepare(
-      "SELECT id, tool, status, started_at, finished_at, device, host, "
-      "(SELECT count(*) FROM results x WHERE x.run_id = r.id), " +
-      trials + " FROM runs r ORDER BY id");
+void show_runs(Connection& db) {
   TextTable t({"id", "tool", "status", "started (UTC)", "finished (UTC)", "device", "host",
                "results", "trials"});
-  while (st.step()) {
-    t.add({st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
-           opt_text(st, 4), st.column_text(5), st.column_text(6), st.column_text(7),
-           st.column_text(8)});
+  for (const ka::db::RunSummary& r : ka::db::list_runs(db)) {
+    t.add({std::to_string(r.id), r.tool, r.status, r.started_at, r.finished_at.value_or("-"),
+           r.device, r.host, std::to_string(r.results), std::to_string(r.trials)});
   }
   std::printf("runs: %zu\n", t.size());
   if (t.size() != 0) t.print();
 }
 
 void show_devices(Connection& db, const std::string& here) {
-  auto st = db.prepare(
-      "SELECT fingerprint, first_seen, last_seen, (SELECT count(*) FROM recommendations r WHERE "
-      "r.fingerprint = d.fingerprint) FROM devices d ORDER BY id");
   TextTable t({"fingerprint", "first seen (UTC)", "last seen (UTC)", "recommendations"});
-  while (st.step()) {
-    const std::string fp = st.column_text(0);
-    t.add({fp + (fp == here ? "  (this machine)" : ""), st.column_text(1), st.column_text(2),
-           st.column_text(3)});
+  for (const ka::db::DeviceSummary& d : ka::db::list_devices(db)) {
+    t.add({d.fingerprint + (d.fingerprint == here ? "  (this machine)" : ""), d.first_seen,
+           d.last_seen, std::to_string(d.recommendations)});
   }
   std::printf("devices: %zu\n", t.size());
   if (t.size() != 0) t.print();
@@ -218,17 +209,13 @@ void show_recommendations(const std::string& path, const std::string& here) {
 }
 
 void show_trial_counts(Connection& db) {
-  auto st = db.prepare(
-      "SELECT op, kernel, kernel_version, count(DISTINCT shape_key), count(*), "
-      "sum(disposition = 'ok'), count(DISTINCT run_id) FROM trials "
-      "GROUP BY op, kernel, kernel_version ORDER BY op, kernel, kernel_version");
   TextTable t({"op", "kernel", "v", "shapes", "trials", "ok", "not ok", "runs"});
   std::int64_t total = 0;
-  while (st.step()) {
-    total += st.column_int64(4);
-    t.add({st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
-           st.column_text(4), st.column_text(5),
-           std::to_string(st.column_int64(4) - st.column_int64(5)), st.column_text(6)});
+  for (const ka::db::TrialCounts& c : ka::db::count_trials(db)) {
+    total += c.trials;
+    t.add({c.op, c.kernel, std::to_string(c.kernel_version), std::to_string(c.shapes),
+           std::to_string(c.trials), std::to_string(c.ok), std::to_string(c.trials - c.ok),
+           std::to_string(c.runs)});
   }
   std::printf("trials: %lld (list them with --trials --op OP [--shape KEY])\n",
               static_cast<long long>(total));
@@ -236,25 +223,17 @@ void show_trial_counts(Connection& db) {
 }
 
 void show_trials(Connection& db, const ShowOptions& o) {
-  std::string sql =
-      "SELECT shape_key, kernel, kernel_version, config, disposition, median_ns, ci95_ns, "
-      "repetitions, run_id, error FROM trials WHERE 1";
-  if (!o.op.empty()) sql += " AND op = ?1";
-  if (!o.shape.empty()) sql += " AND shape_key = ?2";
-  sql += " ORDER BY shape_key, kernel, median_ns IS NULL, median_ns";
-  auto st = db.prepare(sql);
-  if (!o.op.empty()) st.bind(1, o.op);
-  if (!o.shape.empty()) st.bind(2, o.shape);
   TextTable t(
       {"shape key", "kernel", "v", "disposition", "median", "CI95", "reps", "run", "config"});
-  while (st.step()) {
-    std::optional<double> ci;
-    if (!st.column_is_null(6)) ci = st.column_double(6);
-    std::string disposition = st.column_text(4);
-    if (disposition != "ok" && !st.column_is_null(9)) disposition += ": " + st.column_text(9);
-    t.add({st.column_text(0), st.column_text(1), st.column_text(2), disposition,
-           st.column_is_null(5) ? "-" : duration(st.column_double(5)), duration(ci),
-           opt_text(st, 7), st.column_text(8), st.column_text(3)});
+  for (const ka::db::StoredTrial& trial : ka::db::list_trials(db, {o.op, o.shape})) {
+    std::string disposition(ka::db::to_string(trial.disposition));
+    if (trial.disposition != ka::db::Disposition::kOk && trial.error.has_value()) {
+      disposition += ": " + *trial.error;
+    }
+    t.add({trial.shape_key, trial.kernel, std::to_string(trial.kernel_version), disposition,
+           trial.median_ns.has_value() ? duration(*trial.median_ns) : "-", duration(trial.ci95_ns),
+           trial.repetitions.has_value() ? std::to_string(*trial.repetitions) : "-",
+           std::to_string(trial.run_id), trial.config});
   }
   std::printf("trials%s%s%s%s: %zu (median per call, CI95 half-width; fastest first per shape)\n",
               o.op.empty() ? "" : " of ", o.op.c_str(), o.shape.empty() ? "" : " for shape ",
@@ -275,7 +254,7 @@ int run_show(const ShowOptions& o) {
   const bool all = !o.runs && !o.recommendations && !o.trials;
   const std::string here = this_fingerprint();
   std::printf("ka database %s (schema version %d)\n", o.db.c_str(), version);
-  if (all || o.runs) show_runs(db, version);
+  if (all || o.runs) show_runs(db);
   if (version < 2) {
     std::printf("(schema version %d has no devices, trials or recommendations)\n", version);
     return 0;

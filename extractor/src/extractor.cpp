@@ -7,6 +7,7 @@
 #include <ka/executor/cuda_executor.hpp>
 #include <ka/extractor/extractor.hpp>
 #include <ka/extractor/tensor_interop.hpp>
+#include <ka/kernels/builtin.hpp>
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/kernels/reduction.hpp>
@@ -64,8 +65,7 @@ Status launch_cuda(const void* args, const LaunchConfig& config, void* stream) {
 }
 
 struct Family {
-  const kernels::KernelDescriptor* (*cpu_descriptor)();
-  const kernels::KernelDescriptor* (*cuda_descriptor)();
+  kernels::OpFamily family;
   KernelLaunchers cpu;
   KernelLaunchers cuda;
 };
@@ -74,30 +74,27 @@ Family family_of(OpKind kind) {
   using namespace kernels;
   switch (kind) {
     case OpKind::kElementwise:
-      return {[] { return &elementwise_f32_cpu_descriptor(); },
-              [] { return &elementwise_f32_cuda_descriptor(); },
+      return {OpFamily::kElementwise,
               {&prepare_cpu<ElementwiseArgs, &prepare_elementwise_f32_cpu>, nullptr},
               {nullptr, &launch_cuda<ElementwiseArgs, &elementwise_f32_cuda>}};
     case OpKind::kGemm:
-      return {[] { return &gemm_f32_cpu_descriptor(); }, [] { return &gemm_f32_cuda_descriptor(); },
+      return {OpFamily::kGemm,
               {&prepare_cpu<AddmmArgs, &prepare_gemm_f32_cpu>, nullptr},
               {nullptr, &launch_cuda<AddmmArgs, &gemm_f32_cuda>}};
     case OpKind::kBmm:
-      return {[] { return &bmm_f32_cpu_descriptor(); }, [] { return &bmm_f32_cuda_descriptor(); },
+      return {OpFamily::kBmm,
               {&prepare_cpu<BmmArgs, &prepare_bmm_f32_cpu>, nullptr},
               {nullptr, &launch_cuda<BmmArgs, &bmm_f32_cuda>}};
     case OpKind::kSoftmax:
-      return {[] { return &softmax_f32_cpu_descriptor(); },
-              [] { return &softmax_f32_cuda_descriptor(); },
+      return {OpFamily::kSoftmax,
               {&prepare_cpu<SoftmaxArgs, &prepare_softmax_f32_cpu>, nullptr},
               {nullptr, &launch_cuda<SoftmaxArgs, &softmax_f32_cuda>}};
     case OpKind::kLayerNorm:
-      return {[] { return &layer_norm_f32_cpu_descriptor(); },
-              [] { return &layer_norm_f32_cuda_descriptor(); },
+      return {OpFamily::kLayerNorm,
               {&prepare_cpu<LayerNormArgs, &prepare_layer_norm_f32_cpu>, nullptr},
               {nullptr, &launch_cuda<LayerNormArgs, &layer_norm_f32_cuda>}};
     case OpKind::kSum:
-      return {[] { return &sum_f32_cpu_descriptor(); }, [] { return &sum_f32_cuda_descriptor(); },
+      return {OpFamily::kSum,
               {&prepare_cpu<SumArgs, &prepare_sum_f32_cpu>, nullptr},
               {nullptr, &launch_cuda<SumArgs, &sum_f32_cuda>}};
   }
@@ -120,8 +117,9 @@ void register_builtin(KernelRegistry& registry) {
   const bool cuda = registry.device() == DeviceType::kCUDA;
   auto add = [&](const char* signature, OpKind kind) {
     const Family f = family_of(kind);
-    registry.add({signature, registry.device(), cuda ? f.cuda_descriptor() : f.cpu_descriptor(),
-                  cuda ? f.cuda : f.cpu, false});
+    registry.add({signature, registry.device(),
+                  &kernels::builtin_kernel(f.family, registry.device()), cuda ? f.cuda : f.cpu,
+                  false});
   };
   for (const OpSpec& s : detail::op_specs()) add(s.signature, s.kind);
   for (const PatternSpec& p : kPatterns) add(p.signature, p.kind);

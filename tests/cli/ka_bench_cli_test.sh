@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Drives the real ka-bench binary.
-# Usage: ka_bench_cli_test.sh CASE KA_BENCH SQLITE3 FIXTURES [SUITE_FIXTURES]
+# Usage: ka_bench_cli_test.sh CASE KA_BENCH SQLITE3 SUITE_FIXTURES
 set -u
 case_name=$1
 ka_bench=$2
 sqlite3=$3
-fixtures=$4
-suite_fixtures=${5:-}
+suite_fixtures=$4
 source "$(dirname "$0")/cli_common.sh"
 # Quick timing settings: these tests check behaviour, not speed.
 quick=(--min-time 0.002 --repetitions 2 --threads 2)
@@ -56,7 +55,7 @@ case "$case_name" in
     [ ! -e "$tmp/ka.db" ] || fail "a database was created for a failed start"
     ;;
   malformed_suite)
-    "$ka_bench" --suite "$fixtures/malformed.yaml" --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    "$ka_bench" --suite "$suite_fixtures/malformed.yaml" --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] || fail "exit $rc, expected 2"
     grep -q "malformed.yaml:6: bad value 'four' for 'K'" "$tmp/err" || fail "message must name file and line"
@@ -199,12 +198,12 @@ case "$case_name" in
     [ "$err" = "7" ] || fail "max_abs_error stored for $err of 7 ka rows"
     ;;
   bad_graph_suite)
-    "$ka_bench" --suite "$fixtures/bad_graph.yaml" --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    "$ka_bench" --suite "$suite_fixtures/bad_graph.yaml" --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] || fail "exit $rc, expected 2"
     grep -q "bad_graph.yaml:14: unknown graph 'mul' (the suite's graphs: add)" "$tmp/err" || fail "message must name file and line"
     [ ! -e "$tmp/ka.db" ] || fail "a database was created for a failed start"
-    "$ka_bench" --suite "$fixtures/bad_graph_input.yaml" --explain >"$tmp/out" 2>"$tmp/err"
+    "$ka_bench" --suite "$suite_fixtures/bad_graph_input.yaml" --explain >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] || fail "missing input: exit $rc, expected 2"
     grep -q "bad_graph_input.yaml:12: missing input 'b' of graph 'add'" "$tmp/err" || fail "missing input message"
