@@ -4,6 +4,7 @@
 #include "ew_loops.hpp"
 #include "ew_math.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/elementwise.hpp>
@@ -535,8 +536,6 @@ void run_block(const EwJob& job, std::int64_t block) {
   }
   if (job.stream) detail::stream_fence();
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& block) {
   block = {std::max<std::int64_t>(1, block_elems), 1, 1};

@@ -1,6 +1,7 @@
 // The CUDA bf16 GEMM's descriptor. Compiled everywhere (it is data), also where nvcc is absent.
 #include "gemm_internal.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
 
@@ -36,8 +37,8 @@ LaunchConfig complete(const ShapeKey& shape, const LaunchConfig& point) {
   const auto bn = std::max<std::int64_t>(1, point.get_or("tile_n", 1));
   const auto warps = point.get_or("warps_m", 1) * point.get_or("warps_n", 1);
   c.block = {32 * warps, 1, 1};
-  c.grid = {std::max<std::int64_t>(1, (s.n + bn - 1) / bn),
-            std::max<std::int64_t>(1, (s.m + bm - 1) / bm), 1};
+  c.grid = {std::max<std::int64_t>(1, ceil_div(s.n, bn)),
+            std::max<std::int64_t>(1, ceil_div(s.m, bm)), 1};
   c.shared_mem_bytes = shared_bytes(bm, bn, warps);
   return c;
 }

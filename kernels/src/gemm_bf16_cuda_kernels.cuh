@@ -7,6 +7,7 @@
 #include "elementwise_device.cuh"
 #include "gemm_internal.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/gemm.hpp>
 
@@ -97,8 +98,8 @@ __global__ void __launch_bounds__(WM * WN * 32) gemm_bf16_wmma(const Bf16GemmOpe
   constexpr int kLdB = BN + 8;
   constexpr int kChunksA = BM * kBK / 8;  // 16-byte chunks of a slice
   constexpr int kChunksB = kBK * BN / 8;
-  constexpr int kPerThreadA = (kChunksA + kThreads - 1) / kThreads;
-  constexpr int kPerThreadB = (kChunksB + kThreads - 1) / kThreads;
+  constexpr int kPerThreadA = ceil_div(kChunksA, kThreads);
+  constexpr int kPerThreadB = ceil_div(kChunksB, kThreads);
   __shared__ __align__(32) __nv_bfloat16 as[BM * kLdA];
   __shared__ __align__(32) __nv_bfloat16 bs[kBK * kLdB];
   __shared__ __align__(32) float stage[WM * WN][16 * 16];
@@ -297,8 +298,8 @@ template <class Launcher>
 void run_gemm_bf16(const Bf16GemmLaunch& l, Launcher&& launch) {
   if (l.v == nullptr) return;
   const Bf16GemmVariant& v = *l.v;
-  const dim3 grid(static_cast<unsigned>((l.op.n + v.bn - 1) / v.bn),
-                  static_cast<unsigned>((l.op.m + v.bm - 1) / v.bm));
+  const dim3 grid(static_cast<unsigned>(ceil_div(l.op.n, v.bn)),
+                  static_cast<unsigned>(ceil_div(l.op.m, v.bm)));
   launch(v.kernel, grid, dim3(static_cast<unsigned>(v.wm * v.wn * 32)), l.op);
 }
 

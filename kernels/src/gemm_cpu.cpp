@@ -5,6 +5,7 @@
 #include "ew_math.hpp"
 #include "gemm_internal.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
@@ -102,8 +103,6 @@ detail::MicroKernelInfo active_micro_kernel() {
 detail::MicroKernelInfo micro_kernel_of_width(std::int64_t cols) {
   return micro_kernel_of(active_micro_kernel().isa, static_cast<int>(cols));
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // The largest packed B panel (tile_k x tile_n floats) of a task: it bounds the per-thread
 // packing buffer, and a panel this size still sits in the L3 next to the other thread's.

@@ -2,6 +2,7 @@
 // where nvcc is absent.
 #include "gemm_internal.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
 
@@ -49,8 +50,8 @@ LaunchConfig complete_for(const GemmShape& s, std::int64_t batch, const LaunchCo
   const auto threads = (bm / std::max<std::int64_t>(1, point.get_or("thread_m", 1))) *
                        (bn / std::max<std::int64_t>(1, point.get_or("thread_n", 1)));
   c.block = {threads, 1, 1};
-  c.grid = {std::max<std::int64_t>(1, (s.n + bn - 1) / bn),
-            std::max<std::int64_t>(1, (s.m + bm - 1) / bm), std::max<std::int64_t>(1, batch)};
+  c.grid = {std::max<std::int64_t>(1, ceil_div(s.n, bn)),
+            std::max<std::int64_t>(1, ceil_div(s.m, bm)), std::max<std::int64_t>(1, batch)};
   c.shared_mem_bytes = (bm + bn) * point.get_or("tile_k", 0) * 4;
   return c;
 }

@@ -1,6 +1,7 @@
 // Internal pieces of the GEMM shared by the CPU driver, its micro-kernels and the CUDA launcher.
 #pragma once
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <cstdint>
@@ -123,7 +124,7 @@ inline void for_each_skinny_pass(const SkinnyArgs& s, Strips&& strips) {
 /// for each, in order. The skinny paths run a group's accumulators in registers.
 template <typename Group>
 inline void for_each_row_group(std::int64_t m, std::int64_t max_rows, Group&& group) {
-  const std::int64_t groups = (m + max_rows - 1) / max_rows;
+  const std::int64_t groups = ceil_div(m, max_rows);
   const std::int64_t base = m / groups;
   const std::int64_t extra = m % groups;  // the first `extra` groups take one row more
   std::int64_t r0 = 0;

@@ -3,6 +3,7 @@
 // See Note [CPU row kernels].
 #include <algorithm>
 #include <cmath>
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/reduction.hpp>
 #include <thread>
@@ -38,8 +39,6 @@ namespace {
 using detail::kEwChunk;
 constexpr int kMaxRowTensors = 1 + EwProgram::kMaxInputs + 2;  // out, inputs, weight, bias
 constexpr int kMaxDims = TensorView::kMaxDims;
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // A collapsed iteration space over several tensors.
 struct Space {
