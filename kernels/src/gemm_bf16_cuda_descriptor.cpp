@@ -1,9 +1,9 @@
 // The CUDA bf16 GEMM's descriptor. Compiled everywhere (it is data), also where nvcc is absent.
-#include "gemm_internal.hpp"
-
 #include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
+#include <ka/kernels/gemm.hpp>
 
 #include <algorithm>
 #include <iterator>

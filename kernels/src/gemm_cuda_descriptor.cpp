@@ -1,10 +1,10 @@
 // The CUDA SGEMM's descriptors (2-D and batched). Compiled everywhere (they are data), also
 // where nvcc is absent.
-#include "gemm_internal.hpp"
-
 #include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
+#include <ka/kernels/gemm.hpp>
 
 #include <algorithm>
 

@@ -11,10 +11,9 @@
 // row instead, so neighbouring threads read neighbouring addresses.
 #pragma once
 
-#include "elementwise_device.cuh"
-
 #include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
 #include <ka/kernels/reduction.hpp>
 
 #include <cuda_runtime.h>

@@ -4,11 +4,11 @@
 // call and pick the compiled variant of its config; run_sgemm hands the kernel to a launcher.
 #pragma once
 
-#include "elementwise_device.cuh"
-#include "gemm_internal.hpp"
-
 #include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
+#include <ka/kernels/detail/gemm_operands.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <cuda_runtime.h>

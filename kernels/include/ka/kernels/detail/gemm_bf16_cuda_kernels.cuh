@@ -4,11 +4,10 @@
 // See Note [bf16 WMMA GEMM].
 #pragma once
 
-#include "elementwise_device.cuh"
-#include "gemm_internal.hpp"
-
 #include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <cuda_bf16.h>

@@ -7,10 +7,9 @@
 // anything else walks collapsed strides.
 #pragma once
 
-#include "elementwise_device.cuh"
-
 #include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
 #include <ka/kernels/elementwise.hpp>
 
 #include <cuda_runtime.h>
