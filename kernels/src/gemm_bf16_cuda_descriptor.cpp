@@ -44,8 +44,9 @@ LaunchConfig complete(const ShapeKey& shape, const LaunchConfig& point) {
 }
 
 // 128 x 128 blocks of 8 warps (32 x 64 each) for large outputs, where they have blocks enough
-// to fill the SMs; 64 x 64 blocks of 4 warps otherwise. Chosen by reasoning, not yet by
-// measurement (Note [bf16 WMMA GEMM]): the device check's sweep is what will say.
+// to fill the SMs; 64 x 64 blocks of 4 warps otherwise: reasoned from the tiles and the SM
+// count, so ka-tune's or ka_gpu_bench's sweep over the space (Note [bf16 WMMA GEMM]) is what
+// to trust over it.
 LaunchConfig default_point(const GemmShape& s) {
   LaunchConfig point;
   const bool large = s.m >= 1024 && s.n >= 1024;

@@ -80,9 +80,9 @@ __device__ __forceinline__ uint4 load_chunk8(const __nv_bfloat16* x, long long s
 // registers while the warps multiply the current one, one barrier pair per slice. The
 // accumulators go out through a per-warp 16 x 16 float stage in shared memory, where each
 // lane scales, activates, rounds to bf16 and stores its elements within bounds. WMMA's
-// mma.sync path, not Hopper's wgmma: the first tensor-core kernel, for sm_80 and later.
-// Unmeasured on a GPU so far (no GPU was lent to the session that wrote it): the device check
-// sweeps it against cuBLAS (cublasGemmEx, bf16 in and out, float compute).
+// mma.sync path, not Hopper's wgmma, so that it runs on sm_80 and later. ka_gpu_bench (run by
+// scripts/device-check.sh) sweeps its variants against cuBLAS (cublasGemmEx, bf16 in and out,
+// float compute).
 template <int BM, int BN, int WM, int WN>
 __global__ void __launch_bounds__(WM * WN * 32) gemm_bf16_wmma(const Bf16GemmOperands op) {
   namespace wmma = nvcuda::wmma;

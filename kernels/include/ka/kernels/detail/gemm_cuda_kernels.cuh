@@ -144,9 +144,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_tiled(const Sgemm
 // the next K slice into registers while it computes on the current one in shared memory, so
 // the global loads' latency hides behind BK steps of FMAs; one barrier pair per slice. A is
 // stored transposed (as[k][m]) so that both operands' per-thread fragments are float4 reads
-// of shared memory: thread_m and thread_n are multiples of 4. Unmeasured on a GPU so far (no
-// GPU was lent to the session that wrote it): the device check sweeps it against sgemm_tiled
-// and cuBLAS (the `vec` tunable).
+// of shared memory: thread_m and thread_n are multiples of 4. The `vec` tunable chooses
+// between the two kernels; ka_gpu_bench (run by scripts/device-check.sh) sweeps both against
+// cuBLAS.
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmOperands op) {
   static_assert(BK % 4 == 0 && BN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0,
