@@ -1,6 +1,7 @@
 // Eager overhead of ka's whole pipeline (dispatch → extract → execute) on aten::add.Tensor with
 // 1-element CPU tensors, against libtorch's at::add in the same process; and the extraction
-// stage alone. Prints the ratios the targets are stated in.
+// stage alone. Prints the ratios and ka's targets for them (the pipeline <= 0.5x at::add, the
+// extraction stage <= 150 ns).
 //
 //   ka_extract_bench --benchmark_repetitions=9 --benchmark_min_time=0.2
 #include <ka/dispatch/dispatcher.hpp>

@@ -1,4 +1,4 @@
-// RecommendationTable lookups (issue 5 targets: exact <= 50 ns, nearest <= 1 us with 10,000
+// RecommendationTable lookups (ka's targets: exact <= 50 ns, nearest <= 1 us with 10,000
 // entries) and the cost of building and loading a table.
 //
 //   ka_lookup_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true

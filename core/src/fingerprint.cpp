@@ -88,8 +88,8 @@ DeviceFingerprint cpu_fingerprint() {
     if (level == "3") fp.l3_bytes = size;
   }
   // Some virtual machines have no sysfs cache folder: take L1d and L2 from CPUID through
-  // glibc. Not L3: where sysfs is missing, CPUID's L3 was seen to be garbage (508 MiB on a
-  // 2-core Zen 5 guest), and an unknown L3 (0) gets the users' own defaults.
+  // glibc. Not L3: where sysfs is missing, a guest's CPUID may report an L3 size far from
+  // the truth, and an unknown L3 (0) gets the users' own defaults.
   const auto cpuid_size = [](int name) {
     const long bytes = sysconf(name);
     return bytes > 0 ? static_cast<std::int64_t>(bytes) : std::int64_t{0};

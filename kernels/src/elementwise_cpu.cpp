@@ -4,6 +4,7 @@
 #include "ew_loops.hpp"
 #include "ew_math.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/elementwise.hpp>
@@ -31,16 +32,15 @@ namespace ka::kernels {
 // Note [Streaming stores]
 // A 64 MiB output written with ordinary stores costs three memory streams: each line is read
 // (read-for-ownership), then written back. Non-temporal stores skip the read and bypass the
-// caches, which is what an output larger than the last-level cache wants: 4096 x 4096
-// layer_norm on one thread went from 11 to 15 GB/s in a prototype. Kernels with a `stream`
-// tunable compute each chunk into an L1 buffer and stream it out (64-byte AVX-512 stores where
-// active, else SSE stores combined into lines by the write-combining buffers), then fence at
-// the end of the block so the executor's hand-off to other threads sees the data. Defaults
-// turn it on only for outputs at least as large as the L3 (detail::stream_default) of kernels
-// bound by memory (light element-wise ops, layer_norm) and, on two or more threads, of those
-// bound by their arithmetic where AVX-512 streams them from registers (transcendental ops,
-// fused chains, softmax): on one core the read-for-ownership overlaps their arithmetic,
-// on two the memory is the bound (see the element-wise and softmax defaults).
+// caches, which is what an output larger than the last-level cache wants. Kernels with a
+// `stream` tunable compute each chunk into an L1 buffer and stream it out (64-byte AVX-512
+// stores where active, else SSE stores combined into lines by the write-combining buffers),
+// then fence at the end of the block so the executor's hand-off to other threads sees the data.
+// Defaults turn it on only for outputs at least as large as the L3 (detail::stream_default) of
+// kernels bound by memory (light element-wise ops, layer_norm) and, on two or more threads, of
+// those bound by their arithmetic where AVX-512 streams them from registers (transcendental
+// ops, fused chains, softmax): on one core the read-for-ownership overlaps their arithmetic, on
+// two the memory is the bound (see the element-wise and softmax defaults).
 
 namespace detail {
 
@@ -364,8 +364,7 @@ bool run_block_single_op(const EwJob& job, std::int64_t begin, std::int64_t end)
     return true;
   }
   // Streamed on AVX-512: computed and stored in one pass, without the L1 piece buffer between
-  // the two (16M floats on 2 threads, builds alternating: relu 3.2-4.5 -> 2.9-3.1 ms, add
-  // 5.7-6.6 -> 4.5-5.5 ms); the ops without a vector form take the pieces.
+  // the two (a copy less per element); the ops without a vector form take the pieces.
   if (job.stream && detail::avx512_active() &&
       (unary ? detail::unary_stream_avx512(last.op, operand[0], out, n)
              : detail::binary_stream_avx512(last.op, operand[0], !advances[0], operand[1],
@@ -535,8 +534,6 @@ void run_block(const EwJob& job, std::int64_t block) {
   }
   if (job.stream) detail::stream_fence();
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& block) {
   block = {std::max<std::int64_t>(1, block_elems), 1, 1};
@@ -716,10 +713,9 @@ KernelDescriptor make_descriptor() {
     // whose time is memory. Transcendental ones (exp, tanh, gelu, sigmoid, silu, and fused
     // chains, which usually hold one) are bound by their arithmetic on one core, where the
     // read-for-ownership overlaps it and streaming only adds the wait on the write-combining
-    // buffers; on two cores the memory is the bound again. Streamed or not, time ratio over 9
-    // paired rounds of ka_memory_bench --vs stream=1 (16M): 2 threads gelu_tanh 0.81, silu 0.75,
-    // bias_gelu_residual 0.94; 1 thread 1.23, 1.10, 1.03. Through the chunk buffer (no AVX-512)
-    // streaming cost gelu_tanh 15% on 2 threads: stream_default asks for AVX-512.
+    // buffers; on two cores the memory is the bound again. Through the chunk buffer (no
+    // AVX-512) streaming costs the transcendental ops more than it saves even there, so
+    // stream_default asks for AVX-512.
     const std::string& op = shape.op();
     const bool light = op == "aten::add.Tensor" || op == "aten::add.Scalar" ||
                        op == "aten::sub.Tensor" || op == "aten::mul.Tensor" ||

@@ -1,8 +1,8 @@
 // The CUDA element-wise kernel's launcher: validates and plans the call
 // (elementwise_cuda_kernels.cuh) and launches the planned kernel on the caller's stream.
-#include "cuda_check.hpp"
-#include "elementwise_cuda_kernels.cuh"
+#include "stream_launcher.hpp"
 
+#include <ka/kernels/detail/elementwise_cuda_kernels.cuh>
 #include <ka/kernels/elementwise.hpp>
 
 #include <cuda_runtime.h>

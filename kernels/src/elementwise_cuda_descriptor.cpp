@@ -2,6 +2,7 @@
 // is absent.
 #include "descriptor_common.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
 #include <ka/kernels/elementwise.hpp>
@@ -21,7 +22,7 @@ LaunchConfig complete_for(std::int64_t numel, const LaunchConfig& point) {
   const std::int64_t items = std::max<std::int64_t>(1, point.get_or("items_per_thread", 1));
   const std::int64_t per_block = threads * items;
   c.block = {threads, 1, 1};
-  c.grid = {std::clamp<std::int64_t>((numel + per_block - 1) / per_block, 1, kMaxBlocks), 1, 1};
+  c.grid = {std::clamp<std::int64_t>(ceil_div(numel, per_block), 1, kMaxBlocks), 1, 1};
   return c;
 }
 

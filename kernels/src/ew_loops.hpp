@@ -9,17 +9,17 @@
 namespace ka::kernels::detail {
 
 // Note [Element-wise loops per ISA]
-// The library is built for baseline x86-64 (SSE2), where the vectorized exp runs 3-4x slower
-// than with AVX2. The element-wise loops (ew_loops_body.hpp: plain loops over short runs that
-// the compiler vectorizes) are therefore compiled three times, for x86-64-v4 (AVX-512),
+// The library is built for baseline x86-64 (SSE2), where the vectorized exp runs several times
+// slower than with AVX2. The element-wise loops (ew_loops_body.hpp: plain loops over short runs
+// that the compiler vectorizes) are therefore compiled three times, for x86-64-v4 (AVX-512),
 // x86-64-v3 (AVX2 + FMA) and the baseline, each into its own table of function pointers, and
 // calls go through the table of the active ISA path (avx512_active() and its kin: the CPU's
 // best, or what KA_CPU_ISA / force_cpu_isa chose): one indirect call per run of up to 256
 // elements. A forced path so runs the loops that path's users run, where an ifunc
 // (target_clones) would pick the CPU's best whatever was forced; and no ifunc resolver runs
 // before ThreadSanitizer's runtime is up. The math the loops inline (ew_math.hpp) is
-// always_inline: an out-of-line copy compiled for AVX-512 must never be the one a baseline
-// loop calls.
+// always_inline: an out-of-line copy compiled for AVX-512 must never be the one a baseline loop
+// calls.
 
 /// One ISA's compilation of the element-wise loops (the functions of the same names in
 /// ew_math.hpp, which dispatch to these).

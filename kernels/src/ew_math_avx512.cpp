@@ -36,14 +36,12 @@ inline std::int64_t stream_head(const float* d, std::int64_t n) {
 // multiplies by 2^n for any n, overflowing to inf and underflowing through the denormals to 0
 // exactly like a true exp, and passes NaN through. What remains is Cephes' reduction: clamp
 // x to [-104, 89] (keeps n finite; min/max with x as the second operand keep NaN), n =
-// round(x / ln2), r = x − n·ln2 in two steps, then e^r, scalef(e^r, n). About three times
-// fewer instructions: softmax's exp-and-sum went from 0.46 to 0.22 ns per element in L1.
+// round(x / ln2), r = x − n·ln2 in two steps, then e^r, scalef(e^r, n): about three times
+// fewer instructions.
 // e^r is a degree-6 polynomial in Horner form, six FMAs, its coefficients a Chebyshev fit of
 // e^r on [−ln2/2, ln2/2] (mpmath's chebyfit, rounded to float; the r and 1 terms come out as
-// exactly 1). Cephes' form (1 + r + r²·P5(r)) takes eight instructions for the same accuracy:
-// the fit measured at most 0.85 ulp in float arithmetic on the reduced range, and the whole
-// exp at most 1.04 ulp over [−87, 88] (the test holds it to 2); gelu_tanh 0.356 -> 0.329,
-// silu 0.257 -> 0.236, softmax 0.288 -> 0.264 ns per element hot on one thread.
+// exactly 1). Cephes' form (1 + r + r²·P5(r)) takes eight instructions for the same accuracy;
+// the test holds the whole exp to 2 ulp over [−87, 88].
 // `nonpositive`: x is known to be <= 0 or NaN (softmax's x − max), so the upper clamp goes.
 template <bool nonpositive = false>
 inline __m512 exp16(__m512 x) {
@@ -65,8 +63,8 @@ inline __m512 exp16(__m512 x) {
 
 // num / (1 + e^arg): sigmoid (num = 1, arg = −x), silu (num = x) and gelu's tanh form.
 // (No vector constants at namespace scope: their initializers would run AVX-512 instructions
-// when the program loads, on any CPU.) vrcp14ps and a Newton step instead of the division
-// measured slower on Zen 4 (gelu_tanh 0.39 -> 0.43 ns per element in L1).
+// when the program loads, on any CPU.) A true division: vrcp14ps and a Newton step in its
+// place were slower.
 inline __m512 over_one_plus_exp(__m512 num, __m512 arg) {
   return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0F), exp16(arg)));
 }
@@ -128,9 +126,8 @@ namespace {
 
 // The AVX-512 unary ops, as functions of one vector: what unary_run_avx512 maps into d and
 // unary_stream_avx512 streams out. Returns false for the ops it has no vector form of. tanh
-// and the erf gelu are the portable functions' formulas in vectors; before they had vector
-// forms, gelu went through the chunk path and streamed through its buffer (16M elements,
-// 2 threads, ka-tune: default config 4.32 -> 3.27 ms, the best 3.74 -> 3.17 ms).
+// and the erf gelu are the portable functions' formulas in vectors, so that they too are
+// computed and stored in one pass rather than through the chunk path and its buffer.
 template <class Body>
 bool with_unary(EwOp op, Body body) {
   switch (op) {
@@ -357,7 +354,7 @@ void row_map(float* d, std::int64_t n, bool stream, F f) {
 
 void stream_store_avx512(float* __restrict dst, const float* __restrict src, std::int64_t n) {
   // Whole 64-byte lines per store: the write-combining buffers then never hold a partial
-  // line (16-byte SSE streaming stores reached 58 GB/s where these reach 74, 2 threads).
+  // line, as they do between 16-byte SSE streaming stores.
   row_map(dst, n, true,
           [src](std::int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, src + i); });
 }
@@ -508,14 +505,11 @@ void softmax_row_avx512(const float* x, float* out, std::int64_t n, NextRow next
 
 // Note [Pipelined softmax]
 // A streamed softmax keeps a row's exponentials in a buffer and streams them out scaled once
-// the sum is known. Done as a third pass, the row's 16 KiB of streaming stores came in one
-// burst that the core waited on (57% of the copy bandwidth, against 65% for ordinary stores);
-// instead the stores of row r − 1 are spread over row r's exp pass, which is arithmetic the
-// write-combining buffers drain behind. Rows alternate between two buffers. Over six
-// alternating runs of ka_memory_bench (4096 x 4096, 2 threads) this measured 46-62% of the
-// copy bandwidth against 45-61% for ordinary stores, a tie, while the next row was prefetched
-// into L1; into L2 (Note [Row prefetch]) it takes 0.90-0.94x the time of ordinary stores on
-// 2 threads, and is softmax's default there.
+// the sum is known. Done as a third pass, the row's 16 KiB of streaming stores come in one
+// burst that the core waits on; instead the stores of row r − 1 are spread over row r's exp
+// pass, which is arithmetic the write-combining buffers drain behind. Rows alternate between
+// two buffers. With the next row prefetched into L2 (Note [Row prefetch]) this beats ordinary
+// stores on two or more threads, and is softmax's default there.
 void softmax_row_streamed_avx512(const float* x, float* out, std::int64_t n, float* exps,
                                  SoftmaxPending& pending, NextRow next) {
   const bool spread = pending.out != nullptr && n % 16 == 0 &&
@@ -564,11 +558,9 @@ namespace {
 // group starts. Inputs are read where they lie (no copy into a register), the last instruction
 // stores straight to out, and the other registers are vectors in a stack array that stays in
 // L1; constants (scalars, broadcast scalars) are set once per call. Per group an instruction
-// costs one well-predicted switch. 16M elements, alternating runs of one build: 1 thread
-// 14.5-15.2 -> 12.3-13.1 ms, 2 threads 7.9-8.1 -> 7.7 ms; hot in L2 0.54 -> 0.49 ns per
-// element. Groups of 2 or 8 vectors measured slower (0.71 and 0.65 ns hot, the first version);
-// software prefetch of the inputs 256-1024 elements ahead made no difference. Linear chains,
-// most programs, take a faster evaluator of their own (Note [Linear chains]).
+// costs one well-predicted switch. Groups of 2 or 8 vectors are slower than 4, and software
+// prefetch of the inputs makes no difference. Linear chains, most programs, take a faster
+// evaluator of their own (Note [Linear chains]).
 constexpr int kGroupVecs = 4;
 constexpr std::int64_t kGroupElems = 16 * kGroupVecs;
 
@@ -651,14 +643,10 @@ inline void run_partial_group(GroupProgram& g, float* d, std::int64_t i, std::in
 // has one live value, so it runs over groups of kChainVecs vectors held in registers: per op
 // one switch, then the op over the group's vectors, which are independent of each other. The
 // group evaluator (Note [Fused vector groups]) serves any program by keeping its registers in
-// a stack array, a store and a reload around every op. One thread, ns per element, hot in L2
-// (minimum of 9 runs) / 4096 x 4096 from memory (minimum of 5), group evaluator -> this:
-// bias -> gelu_tanh -> residual 0.476 / 0.787 -> 0.345 / 0.696 (a hand-written loop of the
-// same chain: 0.32 / 0.60), x * 0.5 + r -> relu 0.278 / 0.628 -> 0.128 / 0.594, silu(x + b) * r
-// 0.426 / 0.785 -> 0.293 / 0.705. Groups of 8 vectors were faster hot in one build (0.339)
-// and slower in another (0.518, inlining); from memory larger groups lose (the hand-written
-// chain in groups of 1, 2, 4, 8 vectors: 10.1, 10.6, 11.0, 11.9 ms); one vector at a time
-// through the switch costs 0.458 hot.
+// a stack array, a store and a reload around every op; a chain needs neither, and comes close
+// to a hand-written loop of the same ops. Four vectors a group is the middle way: one vector
+// at a time pays the switch for every vector, and from memory larger groups lose (so does
+// the hand-written loop), while hot in cache 8 wins or loses with the compiler's inlining.
 constexpr int kChainVecs = 4;
 
 // One op of a linear chain: the value is its operand (unary) or one of its two (value_first:
@@ -754,20 +742,16 @@ inline __m512 chain_at(const LinearChain& ch, std::int64_t i, __mmask16 m) {
 
 // Note [Re-read rows]
 // A bias broadcast over the rows is read again by every row. A row of 4096 floats brings 16
-// KiB of bias, and its x and residual 32 KiB more, through Zen 4's 32 KiB L1 before the next
-// row comes back to the bias, so every bias line misses L1, and that costs far more than its L2
-// latency: bias -> gelu_tanh -> residual over 4096 x 4096 took 6.9-7.5 ms on 2 threads against
-// 5.5 with a scalar in place of the bias (1 thread 11.4 against 7.5), while the scalar chain
-// takes as long as a plain add. Where a run is re-read and at least kOnceMinRun long, the runs
-// read once are prefetched non-temporally (prefetchnta) kOnceAhead elements ahead: they then
-// pass through L1 without pushing the bias out as ordinary fills do. Paired in one process
-// (median time ratio with / without): 4096 columns 0.923-0.932 on 2 threads, 0.893-0.953 on
-// 1; 3072: 0.959; 8192: 0.949; 2048: 1.00 (the bias survives there anyway); 1024: 1.16-1.18
-// (worse), hence kOnceMinRun. In a hand-written loop 384 or 512 elements ahead did less, 1024
-// or more less or worse. What did not help: prefetching the bias itself into L1, two rows side
-// by side sharing its loads (0.96 of the time at 4096 columns, 1.21 at 1024), re-touching its
-// lines mid-row, and splitting each row's columns between the threads (the streams restart
-// every 8 KiB).
+// KiB of bias, and its x and residual 32 KiB more, through a 32 KiB L1 before the next row
+// comes back to the bias, so every bias line misses L1, and that costs far more than its L2
+// latency: with a scalar in place of the bias the same chain takes as long as a plain add.
+// Where a run is re-read and at least kOnceMinRun long, the runs read once are prefetched
+// non-temporally (prefetchnta) kOnceAhead elements ahead: they then pass through L1 without
+// pushing the bias out as ordinary fills do. At kOnceMinRun the bias survives in L1 anyway,
+// and below it the extra prefetches only cost; nearer than kOnceAhead they do less, farther
+// less or worse. What did not help: prefetching the bias itself into L1, two rows side by
+// side sharing its loads, re-touching its lines mid-row, and splitting each row's columns
+// between the threads (the streams restart every 8 KiB).
 constexpr std::int64_t kOnceAhead = 768;
 constexpr std::int64_t kOnceMinRun = 2048;
 

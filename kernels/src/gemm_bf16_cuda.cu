@@ -1,8 +1,8 @@
 // The CUDA bf16 GEMM's launcher: plans the call (gemm_bf16_cuda_kernels.cuh), checks the config
 // against the device and launches on the caller's stream.
-#include "cuda_check.hpp"
-#include "gemm_bf16_cuda_kernels.cuh"
+#include "stream_launcher.hpp"
 
+#include <ka/kernels/detail/gemm_bf16_cuda_kernels.cuh>
 #include <ka/kernels/gemm.hpp>
 
 namespace ka::kernels {

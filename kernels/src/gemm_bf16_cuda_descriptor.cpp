@@ -1,8 +1,9 @@
 // The CUDA bf16 GEMM's descriptor. Compiled everywhere (it is data), also where nvcc is absent.
-#include "gemm_internal.hpp"
-
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
+#include <ka/kernels/gemm.hpp>
 
 #include <algorithm>
 #include <iterator>
@@ -36,15 +37,16 @@ LaunchConfig complete(const ShapeKey& shape, const LaunchConfig& point) {
   const auto bn = std::max<std::int64_t>(1, point.get_or("tile_n", 1));
   const auto warps = point.get_or("warps_m", 1) * point.get_or("warps_n", 1);
   c.block = {32 * warps, 1, 1};
-  c.grid = {std::max<std::int64_t>(1, (s.n + bn - 1) / bn),
-            std::max<std::int64_t>(1, (s.m + bm - 1) / bm), 1};
+  c.grid = {std::max<std::int64_t>(1, ceil_div(s.n, bn)),
+            std::max<std::int64_t>(1, ceil_div(s.m, bm)), 1};
   c.shared_mem_bytes = shared_bytes(bm, bn, warps);
   return c;
 }
 
 // 128 x 128 blocks of 8 warps (32 x 64 each) for large outputs, where they have blocks enough
-// to fill the SMs; 64 x 64 blocks of 4 warps otherwise. Chosen by reasoning, not yet by
-// measurement (Note [bf16 WMMA GEMM]): the device check's sweep is what will say.
+// to fill the SMs; 64 x 64 blocks of 4 warps otherwise: reasoned from the tiles and the SM
+// count, so ka-tune's or ka_gpu_bench's sweep over the space (Note [bf16 WMMA GEMM]) is what
+// to trust over it.
 LaunchConfig default_point(const GemmShape& s) {
   LaunchConfig point;
   const bool large = s.m >= 1024 && s.n >= 1024;

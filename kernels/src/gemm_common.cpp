@@ -1,7 +1,6 @@
 // Shape handling shared by the CPU and CUDA GEMMs.
-#include "gemm_internal.hpp"
-
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/gemm_operands.hpp>
 
 namespace ka::kernels {
 namespace detail {

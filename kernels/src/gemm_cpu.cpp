@@ -5,6 +5,7 @@
 #include "ew_math.hpp"
 #include "gemm_internal.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
@@ -29,15 +30,15 @@ namespace ka::kernels {
 // `mc` rows (as many as keep the packed A block, mc x tile_k, within half the L2) it packs A
 // in slivers of kMicroRows rows and runs the micro-kernel over every (B sliver, A sliver)
 // pair, B sliver outer so it stays in L1 while the A block streams from L2. So A is packed
-// once per task column and B once per task row: a task as wide as N packs A once in all
-// (packing A per 256 columns cost 6% at 1024^3, packing B per 384 rows 8%). B's slivers
+// once per task column and B once per task row: a task as wide as N packs A once in all, and
+// a narrower or shorter task packs an operand again for each of its neighbours. B's slivers
 // are zero-padded at the edges and A's repeat its last row, so the micro-kernel always sees
 // full slivers and any input strides (transposed views) cost nothing extra; edge micro-tiles go
 // through a small local buffer whose extra rows and columns are dropped. Packing is the
 // micro-kernel's ISA's (MicroKernelInfo::pack_a / pack_b; Note [Packing A by transposes]).
 // The output is first set to beta * bias (or 0), then every K block adds alpha * A_block *
 // B_block; the micro-kernels prefetch their C tile when they start, as its rows are far
-// apart and were last touched a whole K block ago (+10% at 1024^3).
+// apart and were last touched a whole K block ago.
 // The epilogue (an activation) runs on each column strip of a row block right after the last
 // K block has finished it, while it is in cache; a bmm is the same tasks with the batch index
 // as the outermost part of the block number (grid = batch x tasks), operands offset by the
@@ -103,8 +104,6 @@ detail::MicroKernelInfo micro_kernel_of_width(std::int64_t cols) {
   return micro_kernel_of(active_micro_kernel().isa, static_cast<int>(cols));
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 // The largest packed B panel (tile_k x tile_n floats) of a task: it bounds the per-thread
 // packing buffer, and a panel this size still sits in the L3 next to the other thread's.
 constexpr std::int64_t kMaxPackedB = std::int64_t{2} << 20;
@@ -149,8 +148,8 @@ struct SkinnyJob {
 };
 
 // Note [Split K]
-// A skinny GEMM whose N is too narrow for column tasks to feed every thread (1 x 16384 x 64
-// on two cores: one 64-column task) splits K instead: block p computes alpha * A @ B over its
+// A skinny GEMM whose N is too narrow for column tasks to feed every thread (1 x 16384 x 64:
+// one 64-column task) splits K instead: block p computes alpha * A @ B over its
 // K range; block 0 adds its part onto C (beta * bias), the others leave theirs in the
 // launch's scratch (CpuLaunch::scratch, no allocation), and the finish adds them onto C in
 // part order, then the activation: the same sum whatever ran first, so results do not depend
@@ -467,7 +466,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   const bool tiny = flop < 4.0e6;
   // Small GEMMs (under ~32 MFLOP, tens of microseconds) get three tasks per thread: the
   // caller starts on its tasks before a helper is awake, and with one task each it would wait
-  // for the helper's (128^3, 2 threads: 39-51 us with 2 tasks, 34-35 us with 6).
+  // for the helper's.
   const std::int64_t want = flop < 3.2e7 && hw > 1 ? 3 * hw : hw;
   while (!tiny && nb * m_parts * n_parts < want) {
     if (tile_cols() >= 512 || (tile_cols() >= 64 && tile_rows() <= 6)) {
@@ -487,8 +486,8 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
   // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
   // so stream it unpacked (Note [Skinny rows in one pass]), in one task per thread of at most
-  // 2048 columns: a task reads each row of B as one stream across its columns, and 256-column
-  // tasks read it at 23 GB/s where 1024-2048 read 30 (1 x 4096 x 4096, one Zen 5 core).
+  // 2048 columns: a task reads each row of B as one stream across its columns, and a longer
+  // stream reads faster (256-column tasks are clearly slower than 1024 to 2048).
   // Few flops can still be a long read of B (1 x 16384 x 64: 2 MFLOP, 4 MiB of B).
   const double b_bytes = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0;
   const bool long_read = b_bytes >= 1 << 20;
@@ -499,9 +498,8 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
     point.set("tile_n", cols);
     point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, cols)));
     // One column task reading at least 8 MiB of B: split K over the idle threads where the
-    // partials fit the launch's scratch (Note [Split K]). Two threads, one Zen 5 core each:
-    // 1 x 65536 x 64 (16 MiB) 0.245 -> 0.138 ms, 2 x 262144 x 32 1.25 -> 0.68 ms; at
-    // 1 x 16384 x 64 (4 MiB, in L3) waking the second thread cost more (0.063 -> 0.070 ms).
+    // partials fit the launch's scratch (Note [Split K]). A shorter read (B of a few MiB,
+    // which the L3 may hold) gains less than waking another thread costs.
     const bool long_b = b_bytes >= 8 << 20;
     std::int64_t parts = 1;
     while (ceil_div(s.n, cols) == 1 && long_b && parts * 2 <= std::min<std::int64_t>(hw, 8) &&
@@ -645,8 +643,8 @@ const KernelDescriptor& bmm_f32_cpu_descriptor() {
 namespace {
 
 // alpha * A[:, k0:k1] @ B[k0:k1, j0:j1] into the calling thread's private tile, whose row
-// stride (returned in ld) is off powers of two: C's own rows, 16 KiB apart at N = 4096, fell
-// in one L1 set (M = 16: 12.2 ms against 4.9 at N = 4112). Note [Skinny rows in one pass].
+// stride (returned in ld) is off powers of two: C's own rows, 16 KiB apart at N = 4096, fall
+// in one L1 set and evict each other. Note [Skinny rows in one pass].
 const float* skinny_products(const SkinnyJob& job, std::int64_t k0, std::int64_t k1,
                              std::int64_t j0, std::int64_t j1, std::int64_t& ld) {
   const std::int64_t cols = j1 - j0;

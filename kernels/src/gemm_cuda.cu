@@ -2,11 +2,10 @@
 // config, over the output's tiles, blockIdx.z walking the batch of a bmm), checks the config
 // against the device and launches on the caller's stream. Compiled on every machine with nvcc;
 // it runs where a GPU is visible.
-#include "cuda_check.hpp"
-#include "gemm_cuda_kernels.cuh"
-#include "gemm_internal.hpp"
+#include "stream_launcher.hpp"
 
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/gemm_cuda_kernels.cuh>
 
 #include <cuda_runtime.h>
 

@@ -1,9 +1,10 @@
 // The CUDA SGEMM's descriptors (2-D and batched). Compiled everywhere (they are data), also
 // where nvcc is absent.
-#include "gemm_internal.hpp"
-
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
+#include <ka/kernels/gemm.hpp>
 
 #include <algorithm>
 
@@ -49,8 +50,8 @@ LaunchConfig complete_for(const GemmShape& s, std::int64_t batch, const LaunchCo
   const auto threads = (bm / std::max<std::int64_t>(1, point.get_or("thread_m", 1))) *
                        (bn / std::max<std::int64_t>(1, point.get_or("thread_n", 1)));
   c.block = {threads, 1, 1};
-  c.grid = {std::max<std::int64_t>(1, (s.n + bn - 1) / bn),
-            std::max<std::int64_t>(1, (s.m + bm - 1) / bm), std::max<std::int64_t>(1, batch)};
+  c.grid = {std::max<std::int64_t>(1, ceil_div(s.n, bn)),
+            std::max<std::int64_t>(1, ceil_div(s.m, bm)), std::max<std::int64_t>(1, batch)};
   c.shared_mem_bytes = (bm + bn) * point.get_or("tile_k", 0) * 4;
   return c;
 }
@@ -69,8 +70,7 @@ LaunchConfig default_point(const GemmShape& s) {
   const std::int64_t thread = tile / 16;
   point.set("tile_m", tile).set("tile_n", tile).set("tile_k", 8);
   point.set("thread_m", thread).set("thread_n", thread);
-  // float4 loads wherever the thread tile allows them (not measured on a GPU yet: Note
-  // [Vector SGEMM]).
+  // float4 loads wherever the thread tile allows them (Note [Vector SGEMM]).
   point.set("vec", thread % 4 == 0 ? 4 : 1);
   return point;
 }

@@ -74,9 +74,9 @@ inline void transpose8x8(__m256 r[8]) {
 }  // namespace
 
 // Note [Packing A by transposes]
-// The scalar packing of A (six row streams interleaved one float at a time) took 6% of a
-// 1024^3 GEMM on one Zen 5 core, at about 2.4 cycles per float. With unit-stride rows, eight
-// k of a sliver are one 8 x 8 transpose: the six rows (the last repeated into lanes 6 and 7)
+// The scalar packing of A (six row streams interleaved one float at a time) costs a few
+// cycles per float, which shows in a large GEMM's time. With unit-stride rows, eight k of a
+// sliver are one 8 x 8 transpose: the six rows (the last repeated into lanes 6 and 7)
 // are loaded eight floats at a time, transposed, and each column stored as eight floats at
 // its k's place. The two extra floats of a store land on the next k's first two rows, which
 // the next store rewrites; after a sliver's last k they land on the next sliver's start

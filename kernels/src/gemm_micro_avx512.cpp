@@ -51,9 +51,9 @@ void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::i
   }
 }
 
-// B's slivers with unit-stride rows: nr / 16 vector copies per k (std::copy's call per 128
-// bytes cost 3% of a 1024^3 GEMM); a partial sliver's masked loads read only its columns and
-// fill the rest with zeros.
+// B's slivers with unit-stride rows: nr / 16 vector copies per k (not std::copy's call per
+// 128 bytes); a partial sliver's masked loads read only its columns and fill the rest with
+// zeros.
 void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
                    std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
                    float* dst) {

@@ -2,6 +2,8 @@
 // ISA allows). The fallback on CPUs without AVX2.
 #include "gemm_internal.hpp"
 
+#include <ka/core/ceil_div.hpp>
+
 #include <algorithm>
 
 namespace ka::kernels::detail {
@@ -28,8 +30,6 @@ void micro_6x16_portable(std::int64_t kc, const float* a, const float* b, float*
     }
   }
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 

@@ -97,8 +97,8 @@ void rows_x_columns(const float* ap, std::int64_t lda, const float* b, const flo
 // Up to 4 rows take 64 columns per strip (4 x 4 accumulators); more rows go in balanced
 // groups of at most 8 over 48 columns (8 x 3 accumulators; M = 16: 8 + 8), each group's three
 // B vectors feeding all its rows, the second group reading the pass's B from L1 or L2. One
-// group of 16 rows over 16 columns issued a broadcast load per FMA (17 loads per 16 FMAs),
-// which held it below half the FMA peak; 8 x 3 issues 11 per 24.
+// group of 16 rows over 16 columns issues a broadcast load per FMA (17 loads per 16 FMAs),
+// so its loads, not its FMAs, bound it; 8 x 3 issues 11 per 24.
 constexpr int kMaxGroupRows = 8;
 template <int... R>
 constexpr std::array<SkinnyGroupKernel, sizeof...(R)> narrow_table(std::integer_sequence<int, R...>) {

@@ -3,6 +3,7 @@
 // See Note [CPU row kernels].
 #include <algorithm>
 #include <cmath>
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/reduction.hpp>
 #include <thread>
@@ -38,8 +39,6 @@ namespace {
 using detail::kEwChunk;
 constexpr int kMaxRowTensors = 1 + EwProgram::kMaxInputs + 2;  // out, inputs, weight, bias
 constexpr int kMaxDims = TensorView::kMaxDims;
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // A collapsed iteration space over several tensors.
 struct Space {
@@ -290,20 +289,18 @@ void softmax_columns(const SoftmaxArgs& a, const RowTensors& rt, const Space& ro
 // computed prologue is first written into out (x is then out, read in place); the passes walk
 // the whole row with four vector accumulators (sums in float over 2048-element blocks, in
 // double across them), stream the output directly when asked, and prefetch the next row of
-// the block while writing (softmax: during its exp pass). Against the chunked portable path
-// (256-element chunks, a call per chunk and pass, one accumulator chain), one thread, 4 rows
-// of 4096 hot in cache: softmax 0.55 -> 0.30 ns per element, layer_norm 0.29 -> 0.22; 4096 x
-// 4096 on 2 threads: softmax 6.3 -> 3.8 ms, layer_norm 4.6 -> 3.8 ms (ka_memory_bench).
+// the block while writing (softmax: during its exp pass). The chunked portable path pays a
+// call per 256-element chunk and pass and waits on one accumulator chain; a row function makes
+// one call per row and pass, and its four chains hide the adds' latency.
 
 // Note [Row prefetch]
 // Where the next row's x goes is the `prefetch` tunable: nowhere (the hardware prefetchers
-// alone), L1 (prefetcht0) or L2 (prefetcht2). A row of 4096 floats is 16 KiB and Zen 4's L1
-// 32 KiB: layer_norm's x, out and the next row, or the streamed softmax's x, next row and two
-// rows of exponentials (Note [Pipelined softmax]), do not fit, and prefetching into L1 evicts
-// lines the row still reads. Time ratios to prefetcht0 over paired rounds of ka_memory_bench
-// (4096 x 4096, --vs prefetch=N): layer_norm L2 0.87 (2 threads) and 0.84 (1 thread), none
-// 1.11; softmax streamed L2 0.90, with ordinary stores (x and out: 32 KiB) L2 1.03. The
-// defaults: L2 for layer_norm and a streamed softmax, L1 for an ordinary one.
+// alone), L1 (prefetcht0) or L2 (prefetcht2). A row of 4096 floats is 16 KiB, and a 32 KiB L1
+// does not hold layer_norm's x, out and the next row, or the streamed softmax's x, next row
+// and two rows of exponentials (Note [Pipelined softmax]): prefetching into L1 evicts lines
+// the row still reads, so those two prefetch into L2; without any prefetch layer_norm is
+// slower than with either. An ordinary softmax (x and out only) gains nothing from L2 and
+// keeps L1. The defaults follow; `ka_memory_bench --vs prefetch=N` compares them in pairs.
 
 // Whether tensor t is one value along the row (a per-row scalar, as mean[:, None]).
 bool row_broadcast(const Space& row, int t) {
@@ -582,26 +579,22 @@ void layer_norm_block(const LayerNormJob& job, std::int64_t block) {
 // ---- sum ---------------------------------------------------------------------------------
 
 // Note [Row sums]
-// One core reading one sequential stream got 22-23 GB/s here, reading two to four streams side
-// by side 28 (a test loop over 16M floats; 2 threads 34 -> 40 GB/s): the hardware prefetchers
-// keep more lines in flight. Row sums therefore read four rows at once, the first rows of the
-// block's four quarters, then their next rows, so that where rows are adjacent in memory each
-// stream runs on through a quarter (against four neighbouring rows at a time, whose streams
-// restart every row: 3.3-3.6 against 3.7-3.8 ms on one thread, three alternating pairs on a
-// slow VM); column sums add four input rows per pass over their strip. Software prefetch on
-// top made the test loop slower (two streams, 1 KiB ahead: 28 -> 21 GB/s).
+// A core reading two to four sequential streams side by side keeps more lines in flight than
+// one reading a single stream: the hardware prefetchers follow each stream. Row sums therefore
+// read four rows at once, the first rows of the block's four quarters, then their next rows,
+// so that where rows are adjacent in memory each stream runs on through a quarter (four
+// neighbouring rows at a time would restart every stream at every row); column sums add four
+// input rows per pass over their strip. No software prefetch: on top of the hardware's it
+// slows the streams down.
 
 // Note [Column sums]
 // A sum whose kept dims include the input's unit-stride dim (x.sum(0) of a row-major matrix)
 // accumulates whole input rows into a strip of outputs at once, rows in order, so each input
-// row is read as one run of the strip's width. Strips were 256 outputs (1 KiB of each row,
-// rows 16 KiB apart for 4096 x 4096): every row of every strip a new page and a short run for
-// the prefetchers, 4.5 ms against libtorch's 3.2. Strips were then 1024 outputs (4 KiB, a page
-// of each row); they are now as wide as kColumnStrip while every thread still gets a block, at
-// least kMinColumnStrip whatever rows_per_block asks: a test loop over 4096 x 4096 took 4.58,
-// 4.21 and 3.55 ms on one thread with strips of 1024, 2048 and 4096 (whole rows). x.sum(0)
-// in ka_memory_bench, three alternating pairs: one thread 3.86-4.45 -> 3.33-3.73 ms, two
-// threads (strips of 2048, each thread half of every row) 2.21-2.30 / 2.14-2.29 ms.
+// row is read as one run of the strip's width. A narrow strip makes every row of every strip
+// a new page and a short run for the prefetchers (rows are 16 KiB apart at 4096 x 4096), and
+// the wider the strip the longer the runs: strips are as wide as kColumnStrip while every
+// thread still gets a block, and at least kMinColumnStrip (a 4 KiB page of each row) whatever
+// rows_per_block asks.
 constexpr std::int64_t kColumnStrip = 4096;
 constexpr std::int64_t kMinColumnStrip = 1024;
 
@@ -614,12 +607,12 @@ struct SumJob {
 };
 
 // Note [Split sums]
-// Outputs are the grid's natural unit, so x.sum() (one output) ran on one thread: 3.4 ms for
-// 16M floats against libtorch's 1.5 on two. When there are fewer outputs than threads and rows
-// of at least 2 * kMinSplitElems, each output's row is split into `splits` contiguous parts,
-// one block each: a block writes its part's sum into the launch's scratch, and the launch's
-// finish phase (CpuLaunch::bind_split) adds each output's parts in order, in double, so the
-// result does not depend on which thread ran what.
+// Outputs are the grid's natural unit, so a sum with fewer outputs than threads (x.sum(): one)
+// would leave threads idle while one reads the whole input. When there are fewer outputs than
+// threads and rows of at least 2 * kMinSplitElems, each output's row is split into `splits`
+// contiguous parts, one block each: a block writes its part's sum into the launch's scratch,
+// and the launch's finish phase (CpuLaunch::bind_split) adds each output's parts in order, in
+// double, so the result does not depend on which thread ran what.
 constexpr std::int64_t kMinSplitElems = 65536;
 
 // Sum of the row elements [e0, e1) of tensor 1 (row base `base`), in double.
@@ -855,8 +848,8 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
     while (rpb < 256 && rpb * row < 16384) rpb *= 2;
     const std::int64_t hw = cpu_thread_limit();
     // Longer blocks (up to 128K elements) while every thread still gets four or more: the row
-    // kernels prefetch the next row of their block (Note [AVX-512 row kernels]); layer_norm
-    // 4096 x 4096 on 2 threads went from 65% to 71-76% of the copy bandwidth at 16-64 rows.
+    // kernels prefetch only the next row of their own block (Note [AVX-512 row kernels]), so
+    // every block boundary is a row that arrives unprefetched.
     while (rpb < 256 && rpb * row < 131072 && ceil_div(rows, 2 * rpb) >= 4 * hw) rpb *= 2;
     while (rpb > 1 && ceil_div(rows, rpb) < hw && numel > 32768) rpb /= 2;
     LaunchConfig c;
@@ -866,10 +859,10 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
     const bool is_sum = std::string_view(name) == "sum_f32";
     c.set("threads", numel <= 32768 ? 1 : is_sum ? hw : std::min(hw, ceil_div(rows, rpb)));
     // An output beyond the last-level cache goes around it (Note [Streaming stores]) for
-    // layer_norm (19 -> 27 GB/s at 4096 x 4096, 2 threads), and for softmax on two or more
-    // threads: its streamed path (Note [Pipelined softmax]) with prefetches into L2 measured
-    // 0.90-0.94x the time of ordinary stores on 2 threads, 1.10-1.14x on one (its arithmetic
-    // is the bound there). Prefetch targets: Note [Row prefetch].
+    // layer_norm, whose time is memory, and for softmax on two or more threads: on one its
+    // arithmetic is the bound, the read-for-ownership overlaps it, and its streamed path
+    // (Note [Pipelined softmax]) only adds the wait on the stores. Prefetch targets: Note [Row
+    // prefetch].
     if (streams) {
       const bool is_layer_norm = std::string_view(name) == "layer_norm_welford_f32";
       const std::int64_t stream = detail::stream_default(4.0 * static_cast<double>(numel),
@@ -901,7 +894,8 @@ KernelDescriptor make_row_descriptor(const char* name, std::vector<std::string> 
 
 int threads_of(const LaunchConfig& config) { return static_cast<int>(config.get_or("threads", 1)); }
 
-// The `prefetch` tunable (a config without it: into L1, what the kernels did before it).
+// The `prefetch` tunable; a config without it prefetches into L1, so that a configuration
+// stored before the tunable existed runs as it ran when it was measured.
 detail::RowPrefetch row_prefetch(const LaunchConfig& config) {
   return static_cast<detail::RowPrefetch>(config.get_or("prefetch", 1));
 }

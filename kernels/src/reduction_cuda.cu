@@ -1,9 +1,9 @@
 // The CUDA row kernels' launcher: each entry point validates and plans its launch
 // (reduction_cuda_kernels.cuh) and launches the planned kernel on the caller's stream.
-#include "cuda_check.hpp"
-#include "reduction_cuda_kernels.cuh"
+#include "stream_launcher.hpp"
 
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/reduction_cuda_kernels.cuh>
 #include <ka/kernels/reduction.hpp>
 
 #include <cuda_runtime.h>

@@ -2,6 +2,7 @@
 // where nvcc is absent.
 #include "descriptor_common.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cuda_limits.hpp>
 #include <ka/kernels/reduction.hpp>
@@ -68,7 +69,7 @@ LaunchConfig complete_rows(const Rows& r, const LaunchConfig& point) {
   const std::int64_t threads = std::max<std::int64_t>(1, point.get_or("block_threads", 256));
   const std::int64_t rpb = std::max<std::int64_t>(1, point.get_or("rows_per_block", 1));
   c.block = {threads, 1, 1};
-  c.grid = {std::clamp<std::int64_t>((r.rows + rpb - 1) / rpb, 1, kMaxBlocks), 1, 1};
+  c.grid = {std::clamp<std::int64_t>(ceil_div(r.rows, rpb), 1, kMaxBlocks), 1, 1};
   return c;
 }
 

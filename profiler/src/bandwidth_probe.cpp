@@ -5,6 +5,7 @@
 // instead of becoming a memcpy call.
 #include "timed_parallel.hpp"
 
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/thread_pool.hpp>
 #include <ka/profiler/peak_probe.hpp>
@@ -68,7 +69,7 @@ struct CopyProbe::Impl {
   double best_pooled_gbps(void (*copy)(const float*, float*, std::size_t), int trials) const {
     constexpr std::size_t kBlock = std::size_t{1} << 16;  // floats
     const std::size_t total = n();
-    const auto blocks = static_cast<std::int64_t>((total + kBlock - 1) / kBlock);
+    const auto blocks = static_cast<std::int64_t>(ceil_div(total, kBlock));
     double best = 0.0;
     for (int trial = 0; trial < trials; ++trial) {
       const auto t0 = std::chrono::steady_clock::now();

@@ -8,8 +8,8 @@
 #include <vector>
 
 #if KA_HAVE_CUPTI
-#include "cupti_check.hpp"
-#include "cupti_records.hpp"
+#include <ka/profiler/detail/cupti_check.hpp>
+#include <ka/profiler/detail/cupti_records.hpp>
 #endif
 
 namespace ka::profiler {

@@ -1,4 +1,4 @@
-#include "cupti_records.hpp"
+#include <ka/profiler/detail/cupti_records.hpp>
 
 #include <cxxabi.h>
 

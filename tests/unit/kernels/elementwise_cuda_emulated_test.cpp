@@ -14,7 +14,7 @@
 // After ATen and gtest: it redefines __shared__ and defines threadIdx & co. for the kernels.
 #include "simt_host.hpp"
 
-#include "elementwise_cuda_kernels.cuh"
+#include <ka/kernels/detail/elementwise_cuda_kernels.cuh>
 
 namespace ka::kernels::cuda_detail {
 namespace {

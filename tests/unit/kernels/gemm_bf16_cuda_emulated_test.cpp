@@ -15,7 +15,7 @@
 #include "simt_host.hpp"
 #include "simt_wmma.hpp"
 
-#include "gemm_bf16_cuda_kernels.cuh"
+#include <ka/kernels/detail/gemm_bf16_cuda_kernels.cuh>
 
 namespace ka::kernels::cuda_detail {
 namespace {

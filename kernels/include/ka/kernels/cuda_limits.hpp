@@ -33,8 +33,8 @@ struct CudaDeviceLimits {
   int memory_clock_mhz = 0;       ///< 0 where not recorded.
 
   /// Recorded from NVIDIA's published figures for these parts (CUDA programming guide,
-  /// compute-capability tables, and the datasheets); the H200's L2 is what PyTorch reported on
-  /// the lent machine.
+  /// compute-capability tables, and the datasheets); the H200's L2 is the size its CUDA
+  /// runtime reports (cudaDeviceProp::l2CacheSize).
   static CudaDeviceLimits h100_sxm();
   static CudaDeviceLimits h200();
   static CudaDeviceLimits a100_sxm();

@@ -97,7 +97,7 @@ TensorView broadcast_view(const TensorView& view, const std::int64_t* sizes, int
 
 /// Prepares the CPU element-wise kernel (validates args; throws ka::ValueError on bad shapes,
 /// dtypes or devices; returns not-ok when `config` cannot run). Tunables: `block_elems`
-/// (elements per grid block), `threads`.
+/// (elements per grid block), `threads`, `stream` (streaming stores for a contiguous out).
 Status prepare_elementwise_f32_cpu(const ElementwiseArgs& args, const LaunchConfig& config,
                                    CpuLaunch& launch);
 /// prepare + run_on_pool.

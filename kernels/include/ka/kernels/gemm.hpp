@@ -44,7 +44,7 @@ struct BmmArgs {
   TensorView mat2;
 };
 
-/// M, N, K of a GEMM and the bias layout, as derived from a shape key of aten::mm/addmm.
+/// M, N, K of a GEMM, as derived from a shape key of aten::mm/addmm.
 struct GemmShape {
   std::int64_t m = 0;
   std::int64_t n = 0;
@@ -70,7 +70,8 @@ Status prepare_bmm_f32_cpu(const BmmArgs& args, const LaunchConfig& config, CpuL
 Status bmm_f32_cpu(const BmmArgs& args, const LaunchConfig& config);
 /// Batched GEMM on CUDA (the tiled SGEMM with blockIdx.z over the batch).
 Status bmm_f32_cuda(const BmmArgs& args, const LaunchConfig& config, void* stream);
-/// Descriptors of the batched GEMMs (same tunables as the 2-D ones; keys aten::bmm(...)).
+/// Descriptors of the batched GEMMs (the 2-D ones' tunables, `skinny` fixed at 0 on the CPU;
+/// keys aten::bmm(...)).
 const KernelDescriptor& bmm_f32_cpu_descriptor();
 const KernelDescriptor& bmm_f32_cuda_descriptor();
 
@@ -87,7 +88,8 @@ void force_cpu_isa(const std::string& isa);
 /// The packing budget of the CPU GEMM's space: this CPU's L2 bytes per core (1 MiB if unknown).
 std::int64_t l2_budget_bytes();
 
-/// The CPU GEMM's descriptor: tunables tile_m, tile_n, tile_k, threads.
+/// The CPU GEMM's descriptor: tunables tile_m, tile_n, tile_k, threads, skinny, split_k,
+/// micro_n, block_m.
 const KernelDescriptor& gemm_f32_cpu_descriptor();
 
 /// True when this build compiled the CUDA kernels.

@@ -47,7 +47,8 @@ struct SumArgs {
   std::uint64_t reduce_mask = 0;
 };
 
-/// CPU versions (tunables: `rows_per_block`, `threads`). Throw ka::ValueError on bad args.
+/// CPU versions (tunables: `rows_per_block`, `threads`; softmax and layer_norm also `stream`
+/// and `prefetch`). Throw ka::ValueError on bad args.
 Status prepare_softmax_f32_cpu(const SoftmaxArgs& args, const LaunchConfig& config,
                                CpuLaunch& launch);
 Status prepare_layer_norm_f32_cpu(const LayerNormArgs& args, const LaunchConfig& config,

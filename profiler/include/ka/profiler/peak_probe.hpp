@@ -43,9 +43,9 @@ struct BandwidthMeasurement {
 /// of a source array into a destination array, arrays far larger than the last-level cache,
 /// once with ordinary stores (the write allocates: the line is read first), once with
 /// streaming stores (64-byte AVX-512 stores where the CPU has them, else SSE), and once with
-/// streaming stores in 256 KiB blocks on ka's thread pool (as ka's kernels run: on this VM it
-/// measured 5-8% above the plain split most of the time); each figure is (bytes read + bytes
-/// written) over the wall time of the whole copy, best of 5. What memory-bound kernels are
+/// streaming stores in 256 KiB blocks on ka's thread pool (as ka's kernels run, which can
+/// beat the plain split); each figure is (bytes read + bytes written) over the wall time of
+/// the whole copy, best of 5. What memory-bound kernels are
 /// quoted against ("% of copy bandwidth"): the best of the three, so kernels that stream
 /// their output are not flattered.
 BandwidthMeasurement measure_copy_bandwidth(int threads,
@@ -53,8 +53,8 @@ BandwidthMeasurement measure_copy_bandwidth(int threads,
 
 /// The copy probe with its arrays kept: allocated and first touched (by the thread that later
 /// copies each slice) once, then measured as often as needed, e.g. right before and after a
-/// kernel's timing so that the kernel is quoted against the bandwidth of that moment (this
-/// VM's bandwidth moves by 2x with its neighbours' load). Not thread-safe.
+/// kernel's timing so that the kernel is quoted against the bandwidth of that moment (a
+/// shared machine's bandwidth moves with its neighbours' load). Not thread-safe.
 class CopyProbe {
  public:
   /// Arrays of about `array_bytes` each (whole 64-byte lines per thread). Throws

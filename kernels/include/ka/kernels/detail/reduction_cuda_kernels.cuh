@@ -11,9 +11,9 @@
 // row instead, so neighbouring threads read neighbouring addresses.
 #pragma once
 
-#include "elementwise_device.cuh"
-
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
 #include <ka/kernels/reduction.hpp>
 
 #include <cuda_runtime.h>
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
                        __grid_constant__ const InputPtrs in,
                        __grid_constant__ const SoftmaxParams p, GroupRows g) {
   const bool cached = p.row_len <= static_cast<long long>(g.group_threads) * kCachedPerThread;
-  const long long row_blocks = (p.num_rows + g.rows_per_block - 1) / g.rows_per_block;
+  const long long row_blocks = ceil_div(p.num_rows, g.rows_per_block);
   for (long long rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
     const long long row = rb * g.rows_per_block + group_index(g);
     const bool valid = row < p.num_rows;
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
                           __grid_constant__ const LayerNormParams p, GroupRows g) {
   const int nin = prog.inputs;
   const bool cached = p.row_len <= static_cast<long long>(g.group_threads) * kCachedPerThread;
-  const long long row_blocks = (p.num_rows + g.rows_per_block - 1) / g.rows_per_block;
+  const long long row_blocks = ceil_div(p.num_rows, g.rows_per_block);
   for (long long rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
     const long long row = rb * g.rows_per_block + group_index(g);
     const bool valid = row < p.num_rows;
@@ -292,7 +292,7 @@ __device__ __forceinline__ float reduced_at(const float* in, const SumParams& p,
 
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     sum_group_rows(const float* in, float* out, __grid_constant__ const SumParams p, GroupRows g) {
-  const long long row_blocks = (p.num_out + g.rows_per_block - 1) / g.rows_per_block;
+  const long long row_blocks = ceil_div(p.num_out, g.rows_per_block);
   for (long long rb = blockIdx.x; rb < row_blocks; rb += gridDim.x) {
     const long long row = rb * g.rows_per_block + group_index(g);
     const bool valid = row < p.num_out;
@@ -327,7 +327,7 @@ constexpr long long kMaxBlocks = 1LL << 20;
 
 inline unsigned blocks_for(long long units, long long per_block) {
   return static_cast<unsigned>(
-      std::clamp<long long>((units + per_block - 1) / per_block, 1, kMaxBlocks));
+      std::clamp<long long>(ceil_div(units, per_block), 1, kMaxBlocks));
 }
 
 // block_threads and rows_per_block of a config already checked against the descriptor.

@@ -1,5 +1,5 @@
-// The launcher the kernels' run_* functions launch through on a GPU; KA_CUDA_CHECK comes from
-// ka/core/cuda_check.hpp.
+// StreamLauncher: how the CUDA kernels' run_* functions launch on a GPU (the host-emulated
+// tests pass test::simt::Launcher instead). Only .cu files include it: it uses <<<>>>.
 #pragma once
 
 #include <ka/core/cuda_check.hpp>

@@ -4,10 +4,11 @@
 // call and pick the compiled variant of its config; run_sgemm hands the kernel to a launcher.
 #pragma once
 
-#include "elementwise_device.cuh"
-#include "gemm_internal.hpp"
-
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
+#include <ka/kernels/detail/gemm_operands.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <cuda_runtime.h>
@@ -143,9 +144,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_tiled(const Sgemm
 // the next K slice into registers while it computes on the current one in shared memory, so
 // the global loads' latency hides behind BK steps of FMAs; one barrier pair per slice. A is
 // stored transposed (as[k][m]) so that both operands' per-thread fragments are float4 reads
-// of shared memory: thread_m and thread_n are multiples of 4. Unmeasured on a GPU so far (no
-// GPU was lent to the session that wrote it): the device check sweeps it against sgemm_tiled
-// and cuBLAS (the `vec` tunable).
+// of shared memory: thread_m and thread_n are multiples of 4. The `vec` tunable chooses
+// between the two kernels; ka_gpu_bench (run by scripts/device-check.sh) sweeps both against
+// cuBLAS.
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmOperands op) {
   static_assert(BK % 4 == 0 && BN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0,
@@ -153,8 +154,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) sgemm_vec4(const SgemmO
   constexpr int kThreads = (BM / TM) * (BN / TN);
   constexpr int kSlotsA = BM * BK / 4;  // float4s of an A slice: 4 consecutive k of a row
   constexpr int kSlotsB = BK * BN / 4;  // float4s of a B slice: 4 consecutive n of a row
-  constexpr int kPerThreadA = (kSlotsA + kThreads - 1) / kThreads;
-  constexpr int kPerThreadB = (kSlotsB + kThreads - 1) / kThreads;
+  constexpr int kPerThreadA = ceil_div(kSlotsA, kThreads);
+  constexpr int kPerThreadB = ceil_div(kSlotsB, kThreads);
   const float* a = op.a + static_cast<long long>(blockIdx.z) * op.batch_a;
   const float* b = op.b + static_cast<long long>(blockIdx.z) * op.batch_b;
   float* c = op.c + static_cast<long long>(blockIdx.z) * op.batch_c;
@@ -390,8 +391,8 @@ void run_sgemm(const SgemmLaunch& l, Launcher&& launch) {
   const dim3 block(static_cast<unsigned>((v.bm / v.tm) * (v.bn / v.tn)));
   for (long long z0 = 0; z0 < l.batch; z0 += kMaxGridZ) {
     const long long nz = std::min(kMaxGridZ, l.batch - z0);
-    const dim3 grid(static_cast<unsigned>((l.op.n + v.bn - 1) / v.bn),
-                    static_cast<unsigned>((l.op.m + v.bm - 1) / v.bm), static_cast<unsigned>(nz));
+    const dim3 grid(static_cast<unsigned>(ceil_div(l.op.n, v.bn)),
+                    static_cast<unsigned>(ceil_div(l.op.m, v.bm)), static_cast<unsigned>(nz));
     SgemmOperands slice = l.op;
     slice.a += z0 * l.op.batch_a;
     slice.b += z0 * l.op.batch_b;

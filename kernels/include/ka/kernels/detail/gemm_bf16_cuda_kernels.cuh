@@ -4,10 +4,10 @@
 // See Note [bf16 WMMA GEMM].
 #pragma once
 
-#include "elementwise_device.cuh"
-#include "gemm_internal.hpp"
-
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
+#include <ka/kernels/detail/gemm_cuda_variants.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <cuda_bf16.h>
@@ -80,9 +80,9 @@ __device__ __forceinline__ uint4 load_chunk8(const __nv_bfloat16* x, long long s
 // registers while the warps multiply the current one, one barrier pair per slice. The
 // accumulators go out through a per-warp 16 x 16 float stage in shared memory, where each
 // lane scales, activates, rounds to bf16 and stores its elements within bounds. WMMA's
-// mma.sync path, not Hopper's wgmma: the first tensor-core kernel, for sm_80 and later.
-// Unmeasured on a GPU so far (no GPU was lent to the session that wrote it): the device check
-// sweeps it against cuBLAS (cublasGemmEx, bf16 in and out, float compute).
+// mma.sync path, not Hopper's wgmma, so that it runs on sm_80 and later. ka_gpu_bench (run by
+// scripts/device-check.sh) sweeps its variants against cuBLAS (cublasGemmEx, bf16 in and out,
+// float compute).
 template <int BM, int BN, int WM, int WN>
 __global__ void __launch_bounds__(WM * WN * 32) gemm_bf16_wmma(const Bf16GemmOperands op) {
   namespace wmma = nvcuda::wmma;
@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(WM * WN * 32) gemm_bf16_wmma(const Bf16GemmOpe
   constexpr int kLdB = BN + 8;
   constexpr int kChunksA = BM * kBK / 8;  // 16-byte chunks of a slice
   constexpr int kChunksB = kBK * BN / 8;
-  constexpr int kPerThreadA = (kChunksA + kThreads - 1) / kThreads;
-  constexpr int kPerThreadB = (kChunksB + kThreads - 1) / kThreads;
+  constexpr int kPerThreadA = ceil_div(kChunksA, kThreads);
+  constexpr int kPerThreadB = ceil_div(kChunksB, kThreads);
   __shared__ __align__(32) __nv_bfloat16 as[BM * kLdA];
   __shared__ __align__(32) __nv_bfloat16 bs[kBK * kLdB];
   __shared__ __align__(32) float stage[WM * WN][16 * 16];
@@ -297,8 +297,8 @@ template <class Launcher>
 void run_gemm_bf16(const Bf16GemmLaunch& l, Launcher&& launch) {
   if (l.v == nullptr) return;
   const Bf16GemmVariant& v = *l.v;
-  const dim3 grid(static_cast<unsigned>((l.op.n + v.bn - 1) / v.bn),
-                  static_cast<unsigned>((l.op.m + v.bm - 1) / v.bm));
+  const dim3 grid(static_cast<unsigned>(ceil_div(l.op.n, v.bn)),
+                  static_cast<unsigned>(ceil_div(l.op.m, v.bm)));
   launch(v.kernel, grid, dim3(static_cast<unsigned>(v.wm * v.wn * 32)), l.op);
 }
 

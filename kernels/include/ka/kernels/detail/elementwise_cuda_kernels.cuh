@@ -7,9 +7,9 @@
 // anything else walks collapsed strides.
 #pragma once
 
-#include "elementwise_device.cuh"
-
+#include <ka/core/ceil_div.hpp>
 #include <ka/core/error.hpp>
+#include <ka/kernels/detail/elementwise_device.cuh>
 #include <ka/kernels/elementwise.hpp>
 
 #include <cuda_runtime.h>
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
 inline unsigned grid_for(long long units, long long per_block) {
   constexpr long long kMaxBlocks = 1LL << 20;
   return static_cast<unsigned>(
-      std::clamp<long long>((units + per_block - 1) / per_block, 1, kMaxBlocks));
+      std::clamp<long long>(ceil_div(units, per_block), 1, kMaxBlocks));
 }
 
 /// The kernel an element-wise call takes and its operands. kNone: nothing to launch.

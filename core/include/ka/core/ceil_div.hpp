@@ -1,0 +1,21 @@
+// ceil_div: the number of blocks that cover a count, shared by the CPU and CUDA kernels (host
+// and device code), their descriptors and the probes.
+#pragma once
+
+#include <type_traits>
+
+namespace ka {
+
+/// ceil(a / b) for a >= 0 and b > 0: how many blocks of `b` items cover `a` items. Computed
+/// in the type of `a + b`, as the expression written out would be; a constant expression
+/// where its arguments are, and callable from device code under nvcc.
+template <typename A, typename B>
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+constexpr auto ceil_div(A a, B b) noexcept -> decltype(a + b) {
+  static_assert(std::is_integral_v<A> && std::is_integral_v<B>, "ceil_div counts integers");
+  return (a + b - 1) / b;
+}
+
+}  // namespace ka
