@@ -1131,58 +1131,55 @@ class TraceSession {
 };
 }  // namespace
 
-int run_suite(const BenchOptions& options) {
-  const std::string allocator = detail::keep_freed_memory();
-  const TraceSession trace(options.trace_path);
-  Session s;
-  s.options = options;
-  const std::string path = find_suite_file(options.suite, options.suites_dir);
-  s.suite = load_suite_file(path);
+namespace {
+
+// What run_suite measures of the machine before the first case: the FMA peaks (CPU runs), the
+// copy bandwidth (when graph cases run) and the streaming-read bandwidth (decode cases).
+struct MachineProbes {
+  profiler::PeakMeasurement peak;   ///< On --threads threads.
+  profiler::PeakMeasurement peak1;  ///< On one thread.
+  profiler::BandwidthMeasurement copy;
+  detail::ReadBandwidth read;
+};
+
+// Note [GPU cases]
+// --device cuda runs the suite's op cases on CUDA device 0: the seeded inputs are copied
+// there, ka's CUDA SGEMM (its config from the GPU's tuned table, else its heuristic) and
+// libtorch's at::addmm_out (cuBLAS) write into preallocated outputs on the legacy default
+// stream, and each timed call is bracketed by two CUDA events on that stream, so the time
+// is the device's (plus one launch latency when the GPU was idle). %peak is against the
+// datasheet's fp32 peak (SMs x fp32 lanes x 2 x peak SM clock). Graph cases run on the CPU
+// and are left out.
+// Leaves the graph cases out of a GPU run; returns how many.
+std::size_t leave_out_graph_cases(Suite& suite) {
+  const auto graph_end = std::remove_if(suite.cases.begin(), suite.cases.end(),
+                                        [](const SuiteCase& c) { return c.is_graph(); });
+  const auto left_out = static_cast<std::size_t>(suite.cases.end() - graph_end);
+  suite.cases.erase(graph_end, suite.cases.end());
+  KA_CHECK(!suite.cases.empty(), "suite '", suite.name, "' has only graph cases, which run on "
+           "the CPU; --device cuda times op cases (e.g. --suite matmul)");
+  return left_out;
+}
+
+// Checks the options that need no measurement and settles the thread count (0: all cores),
+// which also caps ka's kernels (kernels::set_cpu_thread_limit).
+void check_options(const BenchOptions& options, bool gpu, BenchOptions& settled) {
   KA_CHECK(options.device == "cpu" || options.device == "cuda", "--device '", options.device,
            "': expected cpu or cuda");
-  // Note [GPU cases]
-  // --device cuda runs the suite's op cases on CUDA device 0: the seeded inputs are copied
-  // there, ka's CUDA SGEMM (its config from the GPU's tuned table, else its heuristic) and
-  // libtorch's at::addmm_out (cuBLAS) write into preallocated outputs on the legacy default
-  // stream, and each timed call is bracketed by two CUDA events on that stream, so the time
-  // is the device's (plus one launch latency when the GPU was idle). %peak is against the
-  // datasheet's fp32 peak (SMs x fp32 lanes x 2 x peak SM clock). Graph cases run on the CPU
-  // and are left out.
-  const bool gpu = options.device == "cuda";
-  std::optional<detail::GpuInfo> gpu_info;
-  std::size_t graphs_left_out = 0;
-  if (gpu) {
-    gpu_info = detail::cuda_bench_device();  // fails here, before anything runs, without one
-    const auto graph_end = std::remove_if(s.suite.cases.begin(), s.suite.cases.end(),
-                                          [](const SuiteCase& c) { return c.is_graph(); });
-    graphs_left_out = static_cast<std::size_t>(s.suite.cases.end() - graph_end);
-    s.suite.cases.erase(graph_end, s.suite.cases.end());
-    KA_CHECK(!s.suite.cases.empty(), "suite '", s.suite.name, "' has only graph cases, which "
-             "run on the CPU; --device cuda times op cases (e.g. --suite matmul)");
-  }
   const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   KA_CHECK(options.threads >= 0, "--threads must be >= 0 (0 means all ", hw, " cores)");
   KA_CHECK(options.repetitions >= 1, "--repetitions must be >= 1");
   KA_CHECK(options.min_time_s > 0.0, "--min-time must be > 0 seconds");
-  s.options.threads = options.threads == 0 ? hw : options.threads;
-  // Untuned configs are the ones ka's heuristics plan for this many threads.
-  kernels::set_cpu_thread_limit(s.options.threads);
   KA_CHECK(options.isa.empty() || !gpu, "--isa ", options.isa, " restricts the CPU libraries; ",
            "not with --device cuda");
-  // --vs is checked and its libraries loaded before anything is measured or stored.
-  const References refs = setup_references(s.options, s.context);
-  const std::string configs = detail::load_tuned_table(
-      options.tuned_table, gpu ? DeviceType::kCUDA : DeviceType::kCPU);
-  if (options.explain) {
-    fmt::print("configs: {}\n", configs);
-    return explain_suite(s.options, s.suite, path, s.context);
-  }
-  if (options.breakdown) {
-    fmt::print("configs: {}\n", configs);
-    return breakdown_suite(s.options, s.suite, s.context);
-  }
+  settled.threads = options.threads == 0 ? hw : options.threads;
+  // Untuned configs are the ones ka's heuristics plan for this many threads.
+  kernels::set_cpu_thread_limit(settled.threads);
+}
 
-  // Google Benchmark's own flags are checked before anything is measured.
+// Hands Google Benchmark its flags (repetitions, min time, the user's --benchmark_*), which it
+// checks before anything is measured.
+void initialize_google_benchmark(const BenchOptions& options) {
   std::vector<std::string> args = {"ka-bench",
                                    "--benchmark_repetitions=" + std::to_string(options.repetitions),
                                    fmt::format("--benchmark_min_time={}", options.min_time_s)};
@@ -1194,13 +1191,9 @@ int run_suite(const BenchOptions& options) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv.data())) {
     KA_THROW(ValueError, "unrecognised Google Benchmark flag");
   }
+}
 
-  // The database is opened (and its schema migrated) before any measurement, so a bad --db
-  // fails fast and a failure never costs a run's worth of measurements.
-  if (options.write_db) s.store = std::make_unique<db::ResultsStore>(options.db_path);
-
-  const auto& descriptor =
-      gpu ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor();
+void make_case_states(Session& s) {
   for (const SuiteCase& c : s.suite.cases) {
     CaseState cs;
     cs.c = c;
@@ -1212,50 +1205,57 @@ int run_suite(const BenchOptions& options) {
     cs.started.assign(cs.variants.size(), 0);
     s.cases.push_back(std::move(cs));
   }
+}
 
-  const detail::BlasInfo& blas = refs.blas;
+bool any_graph_case(const Suite& suite) {
+  return std::any_of(suite.cases.begin(), suite.cases.end(),
+                     [](const SuiteCase& c) { return c.is_graph(); });
+}
 
-  // The CPU's FMA peak is measured only for CPU runs (a GPU's is its datasheet's).
-  profiler::PeakMeasurement peak;
-  profiler::PeakMeasurement peak1;
-  if (gpu) {
+// The run-wide probes; the CPU's FMA peak only for CPU runs (a GPU's is its datasheet's).
+MachineProbes probe_machine(Session& s, const std::optional<detail::GpuInfo>& gpu_info) {
+  MachineProbes m;
+  if (gpu_info) {
     s.peak_gflops = gpu_info->fp32_peak_gflops;
   } else {
-    peak = profiler::measure_fma_peak(s.options.threads);
-    peak1 = s.options.threads == 1 ? peak : profiler::measure_fma_peak(1);
-    s.peak_gflops = peak.gflops;
+    m.peak = profiler::measure_fma_peak(s.options.threads);
+    m.peak1 = s.options.threads == 1 ? m.peak : profiler::measure_fma_peak(1);
+    s.peak_gflops = m.peak.gflops;
   }
-  const bool any_graph_case = std::any_of(s.suite.cases.begin(), s.suite.cases.end(),
-                                          [](const SuiteCase& c) { return c.is_graph(); });
   // Graph cases are quoted against the copy bandwidth at the threads ka's graph runs use: the
   // executor and the kernels' defaults are both capped at --threads.
   s.graph_threads = s.options.threads;
-  profiler::BandwidthMeasurement copy;
-  if (any_graph_case) copy = profiler::measure_copy_bandwidth(s.graph_threads);
-  s.first_copy_gbps = copy.gbytes_per_s;
+  if (any_graph_case(s.suite)) m.copy = profiler::measure_copy_bandwidth(s.graph_threads);
+  s.first_copy_gbps = m.copy.gbytes_per_s;
   // Decode cases are quoted against a roofline drawn with the streaming-read bandwidth, Note
   // [Per-case read probes]; without memory for the probe's array they get no roofline.
-  detail::ReadBandwidth read;
-  if (!gpu && std::any_of(s.suite.cases.begin(), s.suite.cases.end(), is_decode)) {
+  if (!gpu_info && std::any_of(s.suite.cases.begin(), s.suite.cases.end(), is_decode)) {
     try {
       s.read_probe = std::make_unique<detail::ReadProbe>(s.options.threads);
-      read = s.read_probe->measure();
+      m.read = s.read_probe->measure();
     } catch (const std::bad_alloc&) {
       s.read_probe.reset();
     }
   }
-  s.read_gbps = read.gbytes_per_s;
+  s.read_gbps = m.read.gbytes_per_s;
+  return m;
+}
 
-  const DeviceFingerprint fp = cpu_fingerprint();
+// Everything a run's header says about the run, besides the probes.
+struct RunSetting {
+  std::string path;  ///< The suite file.
+  std::optional<detail::GpuInfo> gpu;
+  std::size_t graphs_left_out = 0;
+  std::string configs;    ///< Where ka's configs come from.
+  std::string allocator;  ///< What keep_freed_memory() did.
+};
 
-  const std::string format = flag_value(options.benchmark_flags, "benchmark_format");
-  const bool console = format.empty() || format == "console";
-  std::FILE* out = console ? stdout : stderr;
-
-  fmt::print(out, "ka-bench {}: suite '{}' ({} cases) from {}\n", KA_VERSION, s.suite.name,
-             s.suite.cases.size(), path);
-  if (gpu) {
-    const DeviceFingerprint& g = gpu_info->fingerprint;
+void print_device_lines(const Session& s, const RunSetting& run, const MachineProbes& m,
+                        const References& refs, std::FILE* out) {
+  const auto& descriptor =
+      run.gpu ? kernels::gemm_f32_cuda_descriptor() : kernels::gemm_f32_cpu_descriptor();
+  if (run.gpu) {
+    const DeviceFingerprint& g = run.gpu->fingerprint;
     fmt::print(out, "device: CUDA 0, {} ({}, {} SMs, {} GiB, L2 {} MiB, SM clock {} MHz, memory "
                     "clock {} MHz, driver {}, runtime {}); ka GEMM: {} v{}\n",
                g.name, g.isa, g.cores, g.memory_bytes >> 30, g.l2_bytes >> 20, g.clock_mhz,
@@ -1265,49 +1265,60 @@ int run_suite(const BenchOptions& options) {
                s.context.libtorch_gemm_kernel);
     fmt::print(out, "fp32 peak (datasheet: {} SMs x {} fp32 lanes x 2 x {} MHz): {:.1f} "
                     "GFLOP/s; %peak uses it\n",
-               g.cores, gpu_info->fp32_lanes_per_sm, g.clock_mhz, s.peak_gflops);
-    if (graphs_left_out > 0) {
-      fmt::print(out, "{} graph case(s) left out: graph cases run on the CPU\n", graphs_left_out);
+               g.cores, run.gpu->fp32_lanes_per_sm, g.clock_mhz, s.peak_gflops);
+    if (run.graphs_left_out > 0) {
+      fmt::print(out, "{} graph case(s) left out: graph cases run on the CPU\n",
+                 run.graphs_left_out);
     }
-  } else {
-    fmt::print(out, "device: {} ({}, {} logical cores, L2 {} KiB/core); ka GEMM: {} v{}, {} "
-                    "micro-kernel\n",
-               fp.name, fp.isa, fp.cores, fp.l2_bytes / 1024, descriptor.name, descriptor.version,
-               kernels::gemm_cpu_isa());
-    fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch\n",
-               detail::libtorch_version(), s.context.libtorch_gemm_kernel,
-               blas.coretype_env.empty() ? "(unset)" : blas.coretype_env, s.options.threads);
-    print_peers(refs, out);
-    if (!options.isa.empty()) print_isa_restriction(options.isa, refs, out);
-    fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
-                    "{:.1f} on 1; each GEMM case's %peak uses a {}-thread probe run right "
-                    "before it\n",
-               peak.isa, peak.gflops, peak.threads, peak1.gflops, s.options.threads);
+    return;
   }
+  const DeviceFingerprint fp = cpu_fingerprint();
+  fmt::print(out, "device: {} ({}, {} logical cores, L2 {} KiB/core); ka GEMM: {} v{}, {} "
+                  "micro-kernel\n",
+             fp.name, fp.isa, fp.cores, fp.l2_bytes / 1024, descriptor.name, descriptor.version,
+             kernels::gemm_cpu_isa());
+  fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch\n",
+             detail::libtorch_version(), s.context.libtorch_gemm_kernel,
+             refs.blas.coretype_env.empty() ? "(unset)" : refs.blas.coretype_env,
+             s.options.threads);
+  print_peers(refs, out);
+  if (!s.options.isa.empty()) print_isa_restriction(s.options.isa, refs, out);
+  fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "
+                  "{:.1f} on 1; each GEMM case's %peak uses a {}-thread probe run right "
+                  "before it\n",
+             m.peak.isa, m.peak.gflops, m.peak.threads, m.peak1.gflops, s.options.threads);
+}
+
+void print_run_header(const Session& s, const RunSetting& run, const MachineProbes& m,
+                      const References& refs, std::FILE* out) {
+  fmt::print(out, "ka-bench {}: suite '{}' ({} cases) from {}\n", KA_VERSION, s.suite.name,
+             s.suite.cases.size(), run.path);
+  print_device_lines(s, run, m, refs, out);
   if (s.read_gbps > 0.0) {
     fmt::print(out, "read bandwidth (measured now, sum of {} MiB on {} thread(s), median of {}): "
                     "{:.1f} GB/s; decode cases (M <= {}) are quoted against min(FMA peak, read "
                     "bandwidth x M/2 FLOP per byte of B), the read bandwidth probed again right "
                     "before each\n",
-               read.array_bytes >> 20, read.threads, read.rounds, read.gbytes_per_s,
+               m.read.array_bytes >> 20, m.read.threads, m.read.rounds, m.read.gbytes_per_s,
                detail::kDecodeMaxM);
   }
-  if (any_graph_case) {
+  const bool graphs = any_graph_case(s.suite);
+  if (graphs) {
     fmt::print(out, "copy bandwidth (measured now, STREAM copy of 2 x {} MiB on {} thread(s), "
                     "bytes read + written): {:.1f} GB/s, the best of ordinary stores {:.1f}, "
                     "streaming stores {:.1f} and streaming stores on ka's thread pool {:.1f}; "
                     "it drifts, so it is probed again around every timing call of ka's fused "
                     "variant\n",
-               copy.array_bytes >> 20, copy.threads, copy.gbytes_per_s, copy.ordinary_gbps,
-               copy.streaming_gbps, copy.pooled_gbps);
+               m.copy.array_bytes >> 20, m.copy.threads, m.copy.gbytes_per_s,
+               m.copy.ordinary_gbps, m.copy.streaming_gbps, m.copy.pooled_gbps);
   }
   fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
                   "per-call time by {} (Google Benchmark manual time); median reported\n",
-             options.repetitions, options.min_time_s,
-             gpu ? "two CUDA events around each call (device time)" : "steady_clock");
-  fmt::print(out, "configs: {}\n", configs);
+             s.options.repetitions, s.options.min_time_s,
+             run.gpu ? "two CUDA events around each call (device time)" : "steady_clock");
+  fmt::print(out, "configs: {}\n", run.configs);
   print_correctness(s.suite, out);
-  if (any_graph_case) {
+  if (graphs) {
     fmt::print(out,
                "graph cases: ka = ka's runtime with fusion, ka_unfused = one kernel per op, "
                "libtorch = the TorchScript interpreter on the same graph; each call runs the "
@@ -1315,32 +1326,36 @@ int run_suite(const BenchOptions& options) {
                "kernels' untuned configs)\n",
                s.options.threads);
   }
+  if (!run.allocator.empty()) fmt::print(out, "allocator: {}\n", run.allocator);
+}
 
-  if (!allocator.empty()) fmt::print(out, "allocator: {}\n", allocator);
-
-  if (s.store) {
-    db::RunInfo info = gpu ? db::run_info(gpu_info->fingerprint, "ka-bench", options.command_line)
-                           : db::cpu_run_info("ka-bench", options.command_line);
-    info.suite = s.suite.name;
-    info.threads = s.options.threads;
-    if (!gpu) {  // a GPU's peak is its datasheet's, not a measurement
-      info.fma_peak_gflops = peak.gflops;
-      info.fma_peak_1t_gflops = peak1.gflops;
-    }
-    info.libtorch_version = detail::libtorch_version();
-    info.openblas_coretype = blas.coretype_env;
-    // The peers' versions and kernels ride in the same free-text column (no schema change):
-    // "Haswell; --vs openblas: OpenBLAS 0.3.21 cblas_sgemm, core Haswell; blis: ...".
-    info.openblas_core = blas.core;
-    for (std::size_t p = 0; p < refs.peers.size(); ++p) {
-      info.openblas_core += (p == 0 ? "; --vs " : "; ") + refs.peers[p] + ": " +
-                            refs.peer_info[p].kernel();
-    }
-    s.run_id = s.store->begin_run(info);
-    fmt::print(out, "results: {} (run {})\n", options.db_path, s.run_id);
+// Records the run in the database (with --db): the machine, the probes and the references.
+void begin_stored_run(Session& s, const RunSetting& run, const MachineProbes& m,
+                      const References& refs, std::FILE* out) {
+  db::RunInfo info = run.gpu ? db::run_info(run.gpu->fingerprint, "ka-bench",
+                                            s.options.command_line)
+                             : db::cpu_run_info("ka-bench", s.options.command_line);
+  info.suite = s.suite.name;
+  info.threads = s.options.threads;
+  if (!run.gpu) {  // a GPU's peak is its datasheet's, not a measurement
+    info.fma_peak_gflops = m.peak.gflops;
+    info.fma_peak_1t_gflops = m.peak1.gflops;
   }
-  std::fflush(out);
+  info.libtorch_version = detail::libtorch_version();
+  info.openblas_coretype = refs.blas.coretype_env;
+  // The peers' versions and kernels ride in the same free-text column (no schema change):
+  // "Haswell; --vs openblas: OpenBLAS 0.3.21 cblas_sgemm, core Haswell; blis: ...".
+  info.openblas_core = refs.blas.core;
+  for (std::size_t p = 0; p < refs.peers.size(); ++p) {
+    info.openblas_core += (p == 0 ? "; --vs " : "; ") + refs.peers[p] + ": " +
+                          refs.peer_info[p].kernel();
+  }
+  s.run_id = s.store->begin_run(info);
+  fmt::print(out, "results: {} (run {})\n", s.options.db_path, s.run_id);
+}
 
+// One Google Benchmark per (case, variant), each with its Outcome slot.
+void register_benchmarks(Session& s) {
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
     const CaseState& cs = s.cases[i];
     for (std::size_t v = 0; v < cs.variants.size(); ++v) {
@@ -1355,17 +1370,22 @@ int run_suite(const BenchOptions& options) {
           ->Unit(benchmark::kMillisecond);
     }
   }
+}
 
-  std::unique_ptr<benchmark::BenchmarkReporter> inner;
-  if (format == "json") {
-    inner = std::make_unique<benchmark::JSONReporter>();
-  } else {
-    KA_CHECK(console, "--benchmark_format='", format,
-             "': expected console or json (Google Benchmark deprecates csv)");
-    inner = std::make_unique<benchmark::ConsoleReporter>(
-        isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
-                                   : benchmark::ConsoleReporter::OO_None);
-  }
+std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& format,
+                                                            bool console) {
+  if (format == "json") return std::make_unique<benchmark::JSONReporter>();
+  KA_CHECK(console, "--benchmark_format='", format,
+           "': expected console or json (Google Benchmark deprecates csv)");
+  return std::make_unique<benchmark::ConsoleReporter>(
+      isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
+                                 : benchmark::ConsoleReporter::OO_None);
+}
+
+// Runs every registered benchmark with SIGINT/SIGTERM turned into a stop after the current
+// one; returns how many ran.
+std::size_t run_benchmarks(Session& s, std::unique_ptr<benchmark::BenchmarkReporter> inner,
+                           bool console) {
   CollectingReporter reporter(s, std::move(inner), console);
   g_interrupt_signal.store(0);
   std::signal(SIGINT, on_interrupt);
@@ -1376,30 +1396,81 @@ int run_suite(const BenchOptions& options) {
   reporter.flush();
   benchmark::Shutdown();
   s.current.reset();
+  return ran;
+}
 
-  print_summary(s, out);
-  bool all_ok = true;
-  for (const auto& [name, o] : s.outcomes) {
-    if (o.impl != kImplLibtorch &&
-        (o.disposition == Disposition::kIncorrect || o.disposition == Disposition::kFailed)) {
-      all_ok = false;
-    }
-  }
+// True when no ka or peer variant was incorrect or failed.
+bool all_variants_ok(const Session& s) {
+  return std::none_of(s.outcomes.begin(), s.outcomes.end(), [](const auto& entry) {
+    const Outcome& o = entry.second;
+    return o.impl != kImplLibtorch &&
+           (o.disposition == Disposition::kIncorrect || o.disposition == Disposition::kFailed);
+  });
+}
+
+// Closes the stored run, reports an interruption, and turns the outcome into the exit code.
+int finish_run(Session& s, std::size_t ran, std::FILE* out) {
+  const bool all_ok = all_variants_ok(s);
   const int signal_number = g_interrupt_signal.load();
   if (s.store) {
     s.store->finish_run(s.run_id, all_ok && !s.db_failed && signal_number == 0 && ran > 0);
     fmt::print(out, "stored {} benchmark results in {} (run {}{})\n", s.rows_stored,
-               options.db_path, s.run_id, signal_number != 0 ? ", marked failed: interrupted" : "");
+               s.options.db_path, s.run_id,
+               signal_number != 0 ? ", marked failed: interrupted" : "");
   }
   if (signal_number != 0) {
     fmt::print(stderr, "ka-bench: interrupted by signal {}; the results measured so far are "
                        "stored\n", signal_number);
     return 128 + signal_number;
   }
-  KA_CHECK_TYPE(DbError, !s.db_failed, "some results could not be written to ", options.db_path,
-                " (see the errors above)");
+  KA_CHECK_TYPE(DbError, !s.db_failed, "some results could not be written to ",
+                s.options.db_path, " (see the errors above)");
   KA_CHECK(ran > 0, "no benchmark matched --benchmark_filter");
   return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_suite(const BenchOptions& options) {
+  RunSetting run;
+  run.allocator = detail::keep_freed_memory();
+  const TraceSession trace(options.trace_path);
+  Session s;
+  s.options = options;
+  run.path = find_suite_file(options.suite, options.suites_dir);
+  s.suite = load_suite_file(run.path);
+  const bool gpu = options.device == "cuda";
+  check_options(options, gpu, s.options);
+  if (gpu) {
+    run.gpu = detail::cuda_bench_device();  // fails here, before anything runs, without one
+    run.graphs_left_out = leave_out_graph_cases(s.suite);
+  }
+  // --vs is checked and its libraries loaded before anything is measured or stored.
+  const References refs = setup_references(s.options, s.context);
+  run.configs = detail::load_tuned_table(options.tuned_table,
+                                         gpu ? DeviceType::kCUDA : DeviceType::kCPU);
+  if (options.explain || options.breakdown) {
+    fmt::print("configs: {}\n", run.configs);
+    return options.explain ? explain_suite(s.options, s.suite, run.path, s.context)
+                           : breakdown_suite(s.options, s.suite, s.context);
+  }
+  initialize_google_benchmark(options);
+  const std::string format = flag_value(options.benchmark_flags, "benchmark_format");
+  const bool console = format.empty() || format == "console";
+  auto reporter = make_reporter(format, console);
+  // The database is opened (and its schema migrated) before any measurement, so a bad --db
+  // fails fast and a failure never costs a run's worth of measurements.
+  if (options.write_db) s.store = std::make_unique<db::ResultsStore>(options.db_path);
+  make_case_states(s);
+  const MachineProbes probes = probe_machine(s, run.gpu);
+  std::FILE* out = console ? stdout : stderr;
+  print_run_header(s, run, probes, refs, out);
+  if (s.store) begin_stored_run(s, run, probes, refs, out);
+  std::fflush(out);
+  register_benchmarks(s);
+  const std::size_t ran = run_benchmarks(s, std::move(reporter), console);
+  print_summary(s, out);
+  return finish_run(s, ran, out);
 }
 
 }  // namespace ka::harness
