@@ -19,16 +19,11 @@ int fail(int code, const std::string& what) {
   return code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  ka::harness::BenchOptions options;
-  std::string command_line;
-  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
-  options.command_line = command_line;
-
-  // Google Benchmark's flags (--benchmark_filter=..., --benchmark_format=json, ...) pass
-  // through untouched; CLI11 sees only ka's own.
+// The command line as typed (stored with the run); Google Benchmark's flags
+// (--benchmark_filter=..., --benchmark_format=json, ...) go to `options` untouched, the rest
+// is returned for CLI11.
+std::vector<std::string> split_arguments(int argc, char** argv, ka::harness::BenchOptions& options) {
+  for (int i = 0; i < argc; ++i) options.command_line += (i ? " " : "") + std::string(argv[i]);
   std::vector<std::string> ka_args;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -38,24 +33,33 @@ int main(int argc, char** argv) {
       ka_args.push_back(arg);
     }
   }
+  return ka_args;
+}
 
-  CLI::App app{
-      "ka-bench: benchmark a suite of operator cases, ka's kernels against libtorch.\n"
-      "Each case is checked for correctness against libtorch, then timed by Google Benchmark;\n"
-      "results go to an SQLite database. Op cases time ka and libtorch; graph cases (e.g.\n"
-      "--suite fused) time ka with fusion, ka unfused and libtorch's TorchScript interpreter.\n"
-      "Google Benchmark flags (--benchmark_filter=REGEX, --benchmark_format=json,\n"
-      "--benchmark_out=FILE, ...) are passed through.",
-      "ka-bench"};
+// The flags that are not BenchOptions.
+struct ToolFlags {
   bool list = false;
   bool verbose = false;
   bool no_db = false;
   std::string dump_dispatch;
+};
+
+constexpr const char* kDescription =
+    "ka-bench: benchmark a suite of operator cases, ka against libtorch.\n"
+    "Each case is checked for correctness against libtorch, then timed by Google Benchmark;\n"
+    "results go to an SQLite database. Op cases time ka (through its dispatcher, extractor\n"
+    "and executor) and libtorch; graph cases (e.g. --suite fused) time ka with fusion, ka\n"
+    "unfused and libtorch's TorchScript interpreter. Google Benchmark flags\n"
+    "(--benchmark_filter=REGEX, --benchmark_format=json, --benchmark_out=FILE, ...) are\n"
+    "passed through.";
+
+// ka-bench's options; the list is long because every option is one declaration.
+void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& flags) {
   app.add_option("-s,--suite", options.suite, "suite name (see --list-suites) or path to a .yaml file");
-  app.add_flag("--list-suites", list, "list the suites found and exit");
+  app.add_flag("--list-suites", flags.list, "list the suites found and exit");
   app.add_option("--suites-dir", options.suites_dir, "extra folder searched first for suites");
   app.add_option("--db", options.db_path, "SQLite database for the results")->capture_default_str();
-  app.add_flag("--no-db", no_db, "do not write results to a database");
+  app.add_flag("--no-db", flags.no_db, "do not write results to a database");
   app.add_option("--tuned-table", options.tuned_table,
                  "take ka's configs from this tuned table (a ka database written by ka-tune, or "
                  "an export); default: KA_TUNED_TABLE if set, else the kernels' heuristics");
@@ -97,17 +101,45 @@ int main(int argc, char** argv) {
   app.add_flag("--breakdown", options.breakdown,
                "with --suite: time ka's whole pipeline per case (its dispatcher, extract, "
                "execute; graphs fused) and print how a call's time splits between dispatch, "
-               "extraction and kernel execution, from the profiler's spans; nothing is stored "
+               "extraction and kernel execution, from the profiler's spans, and for op cases "
+               "the bare kernel's time beside it (pipeline = call - kernel); nothing is stored "
                "(--benchmark_filter=REGEX selects cases)");
   app.add_option("--trace", options.trace_path,
                  "write a Chrome trace (chrome://tracing, Perfetto) of ka's pipeline spans — "
                  "extract, execute, blocks with task ids — and, where CUPTI and a GPU are "
-                 "present, GPU kernels and copies; spans come from --breakdown and graph cases");
-  app.add_option("--dump-dispatch", dump_dispatch,
+                 "present, GPU kernels and copies");
+  app.add_option("--dump-dispatch", flags.dump_dispatch,
                  "print the dispatcher's registration state and computed kernel table of an "
                  "operator ka serves (e.g. aten::addmm) and exit");
-  app.add_flag("-v,--verbose", verbose, "debug logging (or set KA_LOG_LEVEL=debug|trace)");
+  app.add_flag("-v,--verbose", flags.verbose, "debug logging (or set KA_LOG_LEVEL=debug|trace)");
+}
 
+// --dump-dispatch OP: the dispatcher's state and computed table for one of ka's operators.
+int dump_dispatch_table(const std::string& name) {
+  const auto& served = ka::runtime::register_aten_ops();
+  const auto op = ka::dispatch::Dispatcher::singleton().find_op(name);
+  if (!op) {
+    std::string names;
+    for (const auto& n : served) names += (names.empty() ? "" : ", ") + n;
+    return fail(2, "operator '" + name + "' is not registered in ka's dispatcher (ka serves: " +
+                       names + ")");
+  }
+  std::printf("%s registration state (c10 dumpState format):\n%s\n", op->name().c_str(),
+              op->dump_state().c_str());
+  std::printf("%s computed kernel table (c10 dumpComputedTable format):\n%s",
+              op->name().c_str(), op->dump_computed_table().c_str());
+  op->check_invariants();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ka::harness::BenchOptions options;
+  const std::vector<std::string> ka_args = split_arguments(argc, argv, options);
+  CLI::App app{kDescription, "ka-bench"};
+  ToolFlags flags;
+  add_options(app, options, flags);
   std::vector<std::string> reversed(ka_args.rbegin(), ka_args.rend());
   try {
     app.parse(reversed);
@@ -117,30 +149,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ka-bench: error: %s\nRun 'ka-bench --help' for the options.\n", e.what());
     return 2;
   }
-  if (verbose) ka::set_log_level(spdlog::level::debug);
-  options.write_db = !no_db;
+  if (flags.verbose) ka::set_log_level(spdlog::level::debug);
+  options.write_db = !flags.no_db;
 
   try {
-    if (list) {
+    if (flags.list) {
       for (const auto& name : ka::harness::list_suites(options.suites_dir)) std::printf("%s\n", name.c_str());
       return 0;
     }
-    if (!dump_dispatch.empty()) {
-      const auto& served = ka::runtime::register_aten_ops();
-      const auto op = ka::dispatch::Dispatcher::singleton().find_op(dump_dispatch);
-      if (!op) {
-        std::string names;
-        for (const auto& n : served) names += (names.empty() ? "" : ", ") + n;
-        return fail(2, "operator '" + dump_dispatch + "' is not registered in ka's dispatcher "
-                       "(ka serves: " + names + ")");
-      }
-      std::printf("%s registration state (c10 dumpState format):\n%s\n", op->name().c_str(),
-                  op->dump_state().c_str());
-      std::printf("%s computed kernel table (c10 dumpComputedTable format):\n%s",
-                  op->name().c_str(), op->dump_computed_table().c_str());
-      op->check_invariants();
-      return 0;
-    }
+    if (!flags.dump_dispatch.empty()) return dump_dispatch_table(flags.dump_dispatch);
     if (options.suite.empty()) {
       return fail(2, "--suite is required (try --list-suites)");
     }
