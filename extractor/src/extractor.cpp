@@ -1,6 +1,6 @@
 // The extraction state machine, the launch-config cache and the built-in kernel registrations.
 #include "graph_fusion.hpp"
-#include "ops.hpp"
+#include <ka/extractor/detail/ops.hpp>
 
 #include <ka/core/error.hpp>
 #include <ka/core/logging.hpp>

@@ -1,7 +1,7 @@
 // The FusionChecker's view of a graph: one FusionNode per node of an OpGraph.
 #pragma once
 
-#include "ops.hpp"
+#include <ka/extractor/detail/ops.hpp>
 
 #include <ka/extractor/extractor.hpp>
 #include <ka/extractor/fusion.hpp>

@@ -1,5 +1,5 @@
 // Operator specs and the packers of each kernel family. See Note [Packing].
-#include "ops.hpp"
+#include <ka/extractor/detail/ops.hpp>
 
 #include <ka/core/error.hpp>
 #include <ka/extractor/tensor_interop.hpp>

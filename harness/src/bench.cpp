@@ -1,8 +1,8 @@
-#include "bench_case.hpp"
+#include <ka/harness/detail/bench_case.hpp>
 #include "blas_info.hpp"
-#include "isa_restriction.hpp"
-#include "peer_blas.hpp"
-#include "roofline.hpp"
+#include <ka/harness/detail/isa_restriction.hpp>
+#include <ka/harness/detail/peer_blas.hpp>
+#include <ka/harness/detail/roofline.hpp>
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>

@@ -1,4 +1,4 @@
-#include "bench_case.hpp"
+#include <ka/harness/detail/bench_case.hpp>
 
 #include <climits>
 #if defined(__GLIBC__)

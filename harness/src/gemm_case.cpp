@@ -1,6 +1,6 @@
 #include "gemm_case.hpp"
 
-#include "peer_blas.hpp"
+#include <ka/harness/detail/peer_blas.hpp>
 
 #include <ka/core/error.hpp>
 

@@ -2,7 +2,7 @@
 // besides graph_case.cpp that includes libtorch; this header keeps torch out of its includers.
 #pragma once
 
-#include "bench_case.hpp"
+#include <ka/harness/detail/bench_case.hpp>
 
 #include <ka/core/launch_config.hpp>
 #include <ka/core/shape_key.hpp>

@@ -3,7 +3,7 @@
 // includers.
 #pragma once
 
-#include "bench_case.hpp"
+#include <ka/harness/detail/bench_case.hpp>
 
 #include <ka/profiler/measure.hpp>
 

@@ -1,6 +1,6 @@
-#include "isa_restriction.hpp"
+#include <ka/harness/detail/isa_restriction.hpp>
 
-#include "peer_blas.hpp"
+#include <ka/harness/detail/peer_blas.hpp>
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>

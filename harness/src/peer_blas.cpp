@@ -1,6 +1,6 @@
-#include "peer_blas.hpp"
+#include <ka/harness/detail/peer_blas.hpp>
 
-#include "bench_case.hpp"
+#include <ka/harness/detail/bench_case.hpp>
 
 #include <ka/core/error.hpp>
 

@@ -1,4 +1,4 @@
-#include "roofline.hpp"
+#include <ka/harness/detail/roofline.hpp>
 
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/thread_pool.hpp>

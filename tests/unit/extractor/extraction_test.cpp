@@ -1,6 +1,6 @@
 // The extraction machinery: packing owns its scalars, the registry's exact-signature rules,
 // configs with provenance from a table, fusion rules, and the JSON dump.
-#include "ops.hpp"
+#include <ka/extractor/detail/ops.hpp>
 
 #include <ka/core/error.hpp>
 #include <ka/extractor/extractor.hpp>

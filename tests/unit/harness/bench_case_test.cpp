@@ -4,7 +4,7 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/harness/suite.hpp>
 
-#include "bench_case.hpp"
+#include <ka/harness/detail/bench_case.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

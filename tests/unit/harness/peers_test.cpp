@@ -3,10 +3,10 @@
 #include <ka/core/error.hpp>
 #include <ka/harness/suite.hpp>
 
-#include "bench_case.hpp"
-#include "isa_restriction.hpp"
-#include "peer_blas.hpp"
-#include "roofline.hpp"
+#include <ka/harness/detail/bench_case.hpp>
+#include <ka/harness/detail/isa_restriction.hpp>
+#include <ka/harness/detail/peer_blas.hpp>
+#include <ka/harness/detail/roofline.hpp>
 
 #include <gtest/gtest.h>
 

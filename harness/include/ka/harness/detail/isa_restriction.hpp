@@ -1,5 +1,6 @@
 // ka-bench --isa: one instruction-set family for ka and every library it is compared with.
 // See Note [--isa] in isa_restriction.cpp.
+// Internal to ka (namespace detail): for the harness and its unit tests, not a stable API.
 #pragma once
 
 #include <string>

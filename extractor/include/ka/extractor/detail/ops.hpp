@@ -1,4 +1,5 @@
 // The operators the extractor serves and how each family's arguments are packed.
+// Internal to ka (namespace detail): for the extractor and its unit tests, not a stable API.
 #pragma once
 
 #include <ka/core/mem_range.hpp>

@@ -1,6 +1,7 @@
 // A benchmark case as ka-bench runs it: its variants (ka's implementations and the libtorch
 // reference), one call of each, the correctness check and what each variant ran as. Keeps
 // torch out of its includers.
+// Internal to ka (namespace detail): for the harness and its unit tests, not a stable API.
 #pragma once
 
 #include <ka/core/device.hpp>

@@ -1,5 +1,6 @@
 // The roofline of decode GEMMs (small M: every element of B is read once and used M times),
 // and the streaming-read bandwidth it is drawn with.
+// Internal to ka (namespace detail): for the harness and its unit tests, not a stable API.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // The CPU BLAS libraries ka-bench can time beside libtorch (--vs): OpenBLAS and BLIS through
 // their CBLAS cblas_sgemm, oneDNN through dnnl_sgemm, each found with dlopen at run time so
 // the harness has no link-time dependency on them. Torch-free. See Note [Peer libraries].
+// Internal to ka (namespace detail): for the harness and its unit tests, not a stable API.
 #pragma once
 
 #include <ka/core/status.hpp>
