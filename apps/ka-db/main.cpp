@@ -442,6 +442,94 @@ int run_diff(const DiffOptions& o) {
   return 0;
 }
 
+// `ka-db show`: its options into `show`.
+CLI::App* add_show_command(CLI::App& app, ShowOptions& show) {
+  CLI::App* show_cmd = app.add_subcommand("show", "runs, devices, recommendations and trials");
+  show_cmd->footer(
+      "Print a readable summary of a ka database: runs, devices, recommendations per "
+      "device (median per call, hot cache; gain over the default config) and trial "
+      "counts. With a section flag, only those sections.");
+  show_cmd->add_option("--db", show.db, "ka database")->capture_default_str();
+  show_cmd->add_flag("--runs", show.runs, "only the runs");
+  show_cmd->add_flag("--recommendations", show.recommendations, "only the recommendations");
+  show_cmd->add_flag("--trials", show.trials,
+                     "only the trials: counts per op and kernel, or with --op/--shape each trial");
+  show_cmd->add_option("--op", show.op, "with --trials: list the trials of this op");
+  show_cmd->add_option("--shape", show.shape, "with --trials: list the trials of this shape key");
+  return show_cmd;
+}
+
+// `ka-db export`: its options into `exp`.
+CLI::App* add_export_command(CLI::App& app, ExportOptions& exp) {
+  CLI::App* export_cmd =
+      app.add_subcommand("export", "a device's table as SQLite, a C++ header or JSON");
+  export_cmd->footer(
+      "Write one device's recommendation table (rows for this build's kernel versions) as a "
+      "compact table-only SQLite file (load with KA_TUNED_TABLE=<file> or ka-db import), a "
+      "generated C++ header that compiles the table into a binary, or JSON.");
+  export_cmd->add_option("--db", exp.db, "ka database to read")->capture_default_str();
+  export_cmd->add_option("--format", exp.format, "sqlite, header or json")
+      ->required()
+      ->check(CLI::IsMember({"sqlite", "header", "json"}));
+  export_cmd->add_option("--out", exp.out, "file to write (replaced)")->required();
+  export_cmd->add_option("--fingerprint", exp.fingerprint,
+                         "device whose rows to export (default: this machine's)");
+  export_cmd->add_option("--symbol", exp.symbol,
+                         "header only: qualified name of the generated function (default "
+                         "ka::tuned::table)");
+  return export_cmd;
+}
+
+// `ka-db import`: its options into `imp`.
+CLI::App* add_import_command(CLI::App& app, ImportOptions& imp) {
+  CLI::App* import_cmd = app.add_subcommand("import", "a table export into a database");
+  import_cmd->footer(
+      "Copy a table export (ka-db export --format sqlite) into a database, in one transaction. "
+      "Refused as a whole (exit 1, every mismatch listed) when a row was tuned on another "
+      "device or for a kernel version this build does not have.");
+  import_cmd->add_option("--db", imp.db, "ka database to write (created if missing)")
+      ->capture_default_str();
+  import_cmd->add_option("--in", imp.in, "table export to read")->required();
+  import_cmd->add_option("--fingerprint", imp.fingerprint,
+                         "device the rows must have been tuned on (default: this machine's)");
+  return import_cmd;
+}
+
+// `ka-db merge`: its options into `merge`.
+CLI::App* add_merge_command(CLI::App& app, MergeOptions& merge) {
+  CLI::App* merge_cmd = app.add_subcommand("merge", "databases from several machines into one");
+  merge_cmd->footer(
+      "Combine databases from several machines into one, in one transaction: devices, runs "
+      "(new ids) with their trials and results, and recommendations. For the same device, op, "
+      "shape and kernel the newer kernel version wins, else the lower median; merging the same "
+      "database twice changes nothing.");
+  merge_cmd->add_option("--into", merge.into, "ka database to merge into (created if missing)")
+      ->required();
+  merge_cmd->add_option("sources", merge.sources, "databases to merge, in order")->required();
+  return merge_cmd;
+}
+
+// `ka-db diff`: its options into `diff`.
+CLI::App* add_diff_command(CLI::App& app, DiffOptions& diff) {
+  CLI::App* diff_cmd = app.add_subcommand("diff", "two tables case by case");
+  diff_cmd->footer(
+      "Compare the recommendation tables of databases A and B case by case (op, shape key): "
+      "configs, medians, B/A. A change is significant only when it exceeds --threshold and, "
+      "when the trials stored CI95 half-widths, their combination sqrt(ciA^2 + ciB^2).");
+  diff_cmd->add_option("A", diff.a, "baseline database")->required();
+  diff_cmd->add_option("B", diff.b, "database compared with A")->required();
+  diff_cmd->add_option("--fingerprint", diff.fingerprint,
+                       "device whose rows to compare (default: this machine's)");
+  diff_cmd
+      ->add_option("--threshold", diff.threshold,
+                   "smallest relative change that counts (0.03 = 3%)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  diff_cmd->add_flag("--fail-on-regression", diff.fail_on_regression,
+                     "exit 3 when any case regressed significantly");
+  return diff_cmd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -461,78 +549,15 @@ int main(int argc, char** argv) {
   }
 
   ShowOptions show;
-  auto* show_cmd = app.add_subcommand("show", "runs, devices, recommendations and trials");
-  show_cmd->footer(
-      "Print a readable summary of a ka database: runs, devices, recommendations per "
-      "device (median per call, hot cache; gain over the default config) and trial "
-      "counts. With a section flag, only those sections.");
-  show_cmd->add_option("--db", show.db, "ka database")->capture_default_str();
-  show_cmd->add_flag("--runs", show.runs, "only the runs");
-  show_cmd->add_flag("--recommendations", show.recommendations, "only the recommendations");
-  show_cmd->add_flag("--trials", show.trials,
-                     "only the trials: counts per op and kernel, or with --op/--shape each trial");
-  show_cmd->add_option("--op", show.op, "with --trials: list the trials of this op");
-  show_cmd->add_option("--shape", show.shape, "with --trials: list the trials of this shape key");
-
+  CLI::App* show_cmd = add_show_command(app, show);
   ExportOptions exp;
-  auto* export_cmd =
-      app.add_subcommand("export", "a device's table as SQLite, a C++ header or JSON");
-  export_cmd->footer(
-      "Write one device's recommendation table (rows for this build's kernel versions) as a "
-      "compact table-only SQLite file (load with KA_TUNED_TABLE=<file> or ka-db import), a "
-      "generated C++ header that compiles the table into a binary, or JSON.");
-  export_cmd->add_option("--db", exp.db, "ka database to read")->capture_default_str();
-  export_cmd->add_option("--format", exp.format, "sqlite, header or json")
-      ->required()
-      ->check(CLI::IsMember({"sqlite", "header", "json"}));
-  export_cmd->add_option("--out", exp.out, "file to write (replaced)")->required();
-  export_cmd->add_option("--fingerprint", exp.fingerprint,
-                         "device whose rows to export (default: this machine's)");
-  export_cmd->add_option("--symbol", exp.symbol,
-                         "header only: qualified name of the generated function (default "
-                         "ka::tuned::table)");
-
+  CLI::App* export_cmd = add_export_command(app, exp);
   ImportOptions imp;
-  auto* import_cmd = app.add_subcommand("import", "a table export into a database");
-  import_cmd->footer(
-      "Copy a table export (ka-db export --format sqlite) into a database, in one transaction. "
-      "Refused as a whole (exit 1, every mismatch listed) when a row was tuned on another "
-      "device or for a kernel version this build does not have.");
-  import_cmd->add_option("--db", imp.db, "ka database to write (created if missing)")
-      ->capture_default_str();
-  import_cmd->add_option("--in", imp.in, "table export to read")->required();
-  import_cmd->add_option("--fingerprint", imp.fingerprint,
-                         "device the rows must have been tuned on (default: this machine's)");
-
+  CLI::App* import_cmd = add_import_command(app, imp);
   MergeOptions merge;
-  auto* merge_cmd = app.add_subcommand("merge", "databases from several machines into one");
-  merge_cmd->footer(
-      "Combine databases from several machines into one, in one transaction: devices, runs "
-      "(new ids) with their trials and results, and recommendations. For the same device, op, "
-      "shape and kernel the newer kernel version wins, else the lower median; merging the same "
-      "database twice changes nothing.");
-  merge_cmd->add_option("--into", merge.into, "ka database to merge into (created if missing)")
-      ->required();
-  merge_cmd->add_option("sources", merge.sources, "databases to merge, in order")->required();
-
+  CLI::App* merge_cmd = add_merge_command(app, merge);
   DiffOptions diff;
-  auto* diff_cmd = app.add_subcommand("diff", "two tables case by case");
-  diff_cmd->footer(
-      "Compare the recommendation tables of databases A and B case by case (op, shape key): "
-      "configs, medians, B/A. A change is significant only when it exceeds --threshold and, "
-      "when the trials stored CI95 half-widths, their combination sqrt(ciA^2 + ciB^2).");
-  diff_cmd->add_option("A", diff.a, "baseline database")->required();
-  diff_cmd->add_option("B", diff.b, "database compared with A")->required();
-  diff_cmd->add_option("--fingerprint", diff.fingerprint,
-                       "device whose rows to compare (default: this machine's)");
-  diff_cmd
-      ->add_option("--threshold", diff.threshold,
-                   "smallest relative change that counts (0.03 = 3%)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 10.0));
-  diff_cmd->add_flag("--fail-on-regression", diff.fail_on_regression,
-                     "exit 3 when any case regressed significantly");
-
+  CLI::App* diff_cmd = add_diff_command(app, diff);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
