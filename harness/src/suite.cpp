@@ -205,6 +205,59 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
   return in;
 }
 
+// A graph case's 'params': NAME: integer.
+std::map<std::string, std::int64_t> graph_params(const std::string& path, const YAML::Node& params) {
+  if (!params.IsMap()) fail(path, params.Mark(), "'params' must be a mapping of NAME: integer");
+  std::map<std::string, std::int64_t> out;
+  for (const auto& kv : params) {
+    const auto name = kv.first.as<std::string>();
+    try {
+      out[name] = kv.second.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      fail(path, kv.second.Mark(),
+           "bad value '" + (kv.second.IsScalar() ? kv.second.Scalar() : "?") + "' for param '" +
+               name + "' (an integer)");
+    }
+  }
+  return out;
+}
+
+// A graph case's 'inputs', one per input of `graph` (defined at `graph_line`), in its order:
+// every graph input a Tensor with a shape given, and no shape for an input it lacks.
+std::vector<GraphInput> graph_inputs(const std::string& path, const YAML::Node& c,
+                                     const std::string& graph_name,
+                                     const torch::jit::Graph& graph, int graph_line) {
+  const YAML::Node inputs = c["inputs"];
+  if (!inputs || !inputs.IsMap()) {
+    fail(path, inputs ? inputs.Mark() : c.Mark(),
+         "a graph case needs 'inputs': a mapping of input name to shape");
+  }
+  std::vector<GraphInput> out;
+  std::vector<std::string> graph_inputs;
+  for (const torch::jit::Value* v : graph.inputs()) graph_inputs.push_back(v->debugName());
+  for (const auto& kv : inputs) {
+    const auto name = kv.first.as<std::string>();
+    if (std::find(graph_inputs.begin(), graph_inputs.end(), name) == graph_inputs.end()) {
+      fail(path, kv.first.Mark(),
+           "graph '" + graph_name + "' has no input '" + name +
+               "' (its inputs: " + join(graph_inputs) + ")");
+    }
+  }
+  for (const torch::jit::Value* v : graph.inputs()) {
+    const std::string name = v->debugName();
+    if (v->type()->kind() != c10::TypeKind::TensorType) {
+      fail_at_line(path, graph_line,
+                   "graph '" + graph_name + "': input %" + name + " is a " + v->type()->str() +
+                       "; graph inputs must be Tensors");
+    }
+    const YAML::Node shape = inputs[name];
+    if (!shape)
+      fail(path, inputs.Mark(), "missing input '" + name + "' of graph '" + graph_name + "'");
+    out.push_back(graph_input(path, name, shape));
+  }
+  return out;
+}
+
 SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::Node& c) {
   check_keys(path, c, {"name", "graph", "inputs", "params", "dtype", "tag", "rtol", "atol"},
              "a graph case");
@@ -223,19 +276,7 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
                             : "the suite's graphs: " + join(names)) +
              ")");
   }
-  if (const YAML::Node params = c["params"]) {
-    if (!params.IsMap()) fail(path, params.Mark(), "'params' must be a mapping of NAME: integer");
-    for (const auto& kv : params) {
-      const auto name = kv.first.as<std::string>();
-      try {
-        sc.params[name] = kv.second.as<std::int64_t>();
-      } catch (const YAML::Exception&) {
-        fail(path, kv.second.Mark(),
-             "bad value '" + (kv.second.IsScalar() ? kv.second.Scalar() : "?") + "' for param '" +
-                 name + "' (an integer)");
-      }
-    }
-  }
+  if (const YAML::Node params = c["params"]) sc.params = graph_params(path, params);
   sc.ir = instantiate(path, c, sc.graph, tmpl->second, sc.params);
 
   auto graph = std::make_shared<torch::jit::Graph>();
@@ -251,33 +292,7 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
              ") does not parse: " + e.what());
   }
 
-  const YAML::Node inputs = c["inputs"];
-  if (!inputs || !inputs.IsMap()) {
-    fail(path, inputs ? inputs.Mark() : c.Mark(),
-         "a graph case needs 'inputs': a mapping of input name to shape");
-  }
-  std::vector<std::string> graph_inputs;
-  for (const torch::jit::Value* v : graph->inputs()) graph_inputs.push_back(v->debugName());
-  for (const auto& kv : inputs) {
-    const auto name = kv.first.as<std::string>();
-    if (std::find(graph_inputs.begin(), graph_inputs.end(), name) == graph_inputs.end()) {
-      fail(path, kv.first.Mark(),
-           "graph '" + sc.graph + "' has no input '" + name +
-               "' (its inputs: " + join(graph_inputs) + ")");
-    }
-  }
-  for (const torch::jit::Value* v : graph->inputs()) {
-    const std::string name = v->debugName();
-    if (v->type()->kind() != c10::TypeKind::TensorType) {
-      fail_at_line(path, tmpl->second.line,
-                   "graph '" + sc.graph + "': input %" + name + " is a " + v->type()->str() +
-                       "; graph inputs must be Tensors");
-    }
-    const YAML::Node shape = inputs[name];
-    if (!shape)
-      fail(path, inputs.Mark(), "missing input '" + name + "' of graph '" + sc.graph + "'");
-    sc.inputs.push_back(graph_input(path, name, shape));
-  }
+  sc.inputs = graph_inputs(path, c, sc.graph, *graph, tmpl->second.line);
 
   if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
   if (sc.dtype != "float32") {
@@ -362,6 +377,58 @@ std::string find_suite_file(const std::string& name_or_path, const std::string& 
            "; available: ", known.empty() ? "none" : known, ")");
 }
 
+namespace {
+
+// An op case (aten::mm / aten::addmm with M, K, N) of suite file `path`.
+SuiteCase op_case(const std::string& path, const YAML::Node& c) {
+  check_keys(path, c, {"name", "op", "M", "K", "N", "dtype", "tag", "alpha", "beta"}, "a case");
+  SuiteCase sc;
+  sc.line = c.Mark().line + 1;
+  if (!c["op"]) fail(path, c.Mark(), "case has no 'op' (or 'graph')");
+  sc.op = scalar<std::string>(path, c, "op", "case");
+  if (sc.op != "aten::mm" && sc.op != "aten::addmm") {
+    fail(path, c["op"].Mark(), "unsupported op '" + sc.op + "' (this suite runner knows aten::mm and aten::addmm)");
+  }
+  sc.m = dimension(path, c, "M");
+  sc.k = dimension(path, c, "K");
+  sc.n = dimension(path, c, "N");
+  if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
+  try {
+    if (parse_dtype(sc.dtype) != DType::kFloat32) {
+      fail(path, c["dtype"].Mark(), "dtype '" + sc.dtype + "' is not supported yet (float32 only)");
+    }
+  } catch (const ValueError& e) {
+    if (std::string(e.what()).rfind(path, 0) == 0) throw;
+    fail(path, c["dtype"].Mark(), e.what());
+  }
+  if (c["tag"]) sc.tag = scalar<std::string>(path, c, "tag", "case");
+  if (c["alpha"]) sc.alpha = scalar<double>(path, c, "alpha", "case");
+  if (c["beta"]) sc.beta = scalar<double>(path, c, "beta", "case");
+  const std::string short_op = sc.op.substr(sc.op.find("::") + 2);
+  sc.name = c["name"] ? scalar<std::string>(path, c, "name", "case")
+                      : short_op + "_" + std::to_string(sc.m) + "x" + std::to_string(sc.k) +
+                            "x" + std::to_string(sc.n);
+  return sc;
+}
+
+// Appends `sc` to `suite` after checking its name: letters, digits, _ - . and not in `seen`.
+void add_checked_case(const std::string& file, const YAML::Node& c, SuiteCase sc,
+                    std::set<std::string>& seen, Suite& suite) {
+  const bool name_ok =
+      !sc.name.empty() && std::all_of(sc.name.begin(), sc.name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' ||
+               ch == '.';
+      });
+  if (!name_ok) {
+    fail(file, c.Mark(), "case name '" + sc.name + "' may only hold letters, digits, _ - .");
+  }
+  if (!seen.insert(sc.name).second) {
+    fail(file, c.Mark(), "duplicate case name '" + sc.name + "'");
+  }
+  suite.cases.push_back(std::move(sc));
+}
+}  // namespace
+
 Suite load_suite_file(const std::string& path) {
   std::ifstream in(path);
   KA_CHECK(in.good(), "cannot read suite file '", path, "'");
@@ -385,19 +452,8 @@ Suite load_suite_file(const std::string& path) {
     fail(path, groups ? groups.Mark() : root.Mark(), "'groups' must be a non-empty list");
   }
   std::set<std::string> seen;
-  auto add_case = [&](const std::string& file, const YAML::Node& c, SuiteCase sc) {
-    const bool name_ok =
-        !sc.name.empty() && std::all_of(sc.name.begin(), sc.name.end(), [](char ch) {
-          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' ||
-                 ch == '.';
-        });
-    if (!name_ok) {
-      fail(file, c.Mark(), "case name '" + sc.name + "' may only hold letters, digits, _ - .");
-    }
-    if (!seen.insert(sc.name).second) {
-      fail(file, c.Mark(), "duplicate case name '" + sc.name + "'");
-    }
-    suite.cases.push_back(std::move(sc));
+  const auto add_case = [&](const YAML::Node& c, SuiteCase sc) {
+    add_checked_case(path, c, std::move(sc), seen, suite);
   };
   for (const auto& group : groups) {
     if (!group.IsMap()) fail(path, group.Mark(), "each group must be a mapping with 'model' and 'cases'");
@@ -412,38 +468,12 @@ Suite load_suite_file(const std::string& path) {
       if (c["graph"]) {
         SuiteCase sc = graph_case(path, suite, c);
         sc.model = model;
-        add_case(path, c, std::move(sc));
+        add_case(c, std::move(sc));
         continue;
       }
-      check_keys(path, c, {"name", "op", "M", "K", "N", "dtype", "tag", "alpha", "beta"}, "a case");
-      SuiteCase sc;
-      sc.line = c.Mark().line + 1;
+      SuiteCase sc = op_case(path, c);
       sc.model = model;
-      if (!c["op"]) fail(path, c.Mark(), "case has no 'op' (or 'graph')");
-      sc.op = scalar<std::string>(path, c, "op", "case");
-      if (sc.op != "aten::mm" && sc.op != "aten::addmm") {
-        fail(path, c["op"].Mark(), "unsupported op '" + sc.op + "' (this suite runner knows aten::mm and aten::addmm)");
-      }
-      sc.m = dimension(path, c, "M");
-      sc.k = dimension(path, c, "K");
-      sc.n = dimension(path, c, "N");
-      if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
-      try {
-        if (parse_dtype(sc.dtype) != DType::kFloat32) {
-          fail(path, c["dtype"].Mark(), "dtype '" + sc.dtype + "' is not supported yet (float32 only)");
-        }
-      } catch (const ValueError& e) {
-        if (std::string(e.what()).rfind(path, 0) == 0) throw;
-        fail(path, c["dtype"].Mark(), e.what());
-      }
-      if (c["tag"]) sc.tag = scalar<std::string>(path, c, "tag", "case");
-      if (c["alpha"]) sc.alpha = scalar<double>(path, c, "alpha", "case");
-      if (c["beta"]) sc.beta = scalar<double>(path, c, "beta", "case");
-      const std::string short_op = sc.op.substr(sc.op.find("::") + 2);
-      sc.name = c["name"] ? scalar<std::string>(path, c, "name", "case")
-                          : short_op + "_" + std::to_string(sc.m) + "x" + std::to_string(sc.k) +
-                                "x" + std::to_string(sc.n);
-      add_case(path, c, std::move(sc));
+      add_case(c, std::move(sc));
     }
   }
   return suite;
