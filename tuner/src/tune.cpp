@@ -9,7 +9,7 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/cuda_limits.hpp>
-#include <ka/profiler/statistics.hpp>
+#include <ka/tuner/paired_finals.hpp>
 #include <ka/tuner/search.hpp>
 #include <ka/tuner/tune.hpp>
 
@@ -47,23 +47,10 @@ namespace ka::tuner {
 //    and no row of its own (replay finds it by the same rule), and does not count against
 //    --budget. An exhaustive sweep of a small shape is mostly such configurations.
 // 3. The fastest `finalists` (distinct canonical forms, none the default's) and the default
-//    are timed again in paired rounds, Note [Paired finals].
+//    are timed again in paired rounds, a quarter of --config-budget each; the rule of
+//    Note [Paired finals] (ka/tuner/paired_finals.hpp) picks the winner.
 // 4. The winner is written to `recommendations` with its median and its gain over the
 //    default configuration.
-
-// Note [Paired finals]
-// On a shared machine a burst of interference lasts longer than one configuration's timing,
-// so timing the finalists one after the other let a burst during the default's turn pass for
-// a gain (ka-tune reported 1.18x-1.48x at 1024^3 and 512x768x768 on two threads; a paired
-// A/B of the same configs read 0.98x-1.05x). The finalists and the default are timed in
-// kFinalRounds rounds, each timing every one of them once (a quarter of --config-budget),
-// starting one further along each round. A config's gain is the median over rounds of the
-// default's time / its time in the same round; the winner has the highest gain. It replaces
-// the default only if it was faster in at least kFinalWins of the rounds (a one-sided sign
-// test: 7 of 8 by chance has p = 9/256 < 0.05), and it is "separated" when it beat the
-// runner-up as often; otherwise the default stays (a tie).
-constexpr std::size_t kFinalRounds = 8;
-constexpr std::size_t kFinalWins = 7;
 
 namespace {
 
@@ -483,40 +470,20 @@ std::vector<ShapeOutcome> tune(const TuneOptions& o) {
       }
       profiler::MeasureOptions round_options = o.measure;
       round_options.budget_s = o.measure.budget_s / 4;
-      std::vector<std::vector<double>> medians(calls.size());
+      std::vector<FinalRound> rounds(kFinalRounds, FinalRound(calls.size()));
       for (std::size_t round = 0; round < kFinalRounds; ++round) {
         for (std::size_t j = 0; j < calls.size(); ++j) {
           const std::size_t e = (j + round) % calls.size();
-          medians[e].push_back(time_call(*calls[e], round_options).median_ns());
+          rounds[round][e] = time_call(*calls[e], round_options).median_ns();
         }
       }
-      // gain[e]: the median over rounds of the default's time / e's time in the same round.
-      std::vector<double> gain(calls.size(), 1.0);
-      for (std::size_t e = 1; e < calls.size(); ++e) {
-        std::vector<double> ratios;
-        for (std::size_t r = 0; r < kFinalRounds; ++r) ratios.push_back(medians[0][r] / medians[e][r]);
-        gain[e] = profiler::summarize(ratios).median;
-      }
-      const auto wins = [&](std::size_t a, std::size_t b) {
-        std::size_t n = 0;
-        for (std::size_t r = 0; r < kFinalRounds; ++r) n += medians[a][r] < medians[b][r] ? 1 : 0;
-        return n;
-      };
-      std::vector<std::size_t> order(calls.size());
-      for (std::size_t e = 0; e < order.size(); ++e) order[e] = e;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return gain[a] > gain[b]; });
-      std::size_t winner = order[0];
-      out.separated = order.size() < 2 || wins(order[0], order[1]) >= kFinalWins;
-      if (winner != 0 && wins(winner, 0) < kFinalWins) {
-        winner = 0;  // not faster than the default in enough rounds: a tie goes to the default
-        out.separated = false;
-      }
-      const LaunchConfig chosen = configs[winner];
+      const FinalsVerdict verdict = select_winner(rounds);
+      const LaunchConfig chosen = configs[verdict.winner];
       out.best_config = params_str(chosen);
-      out.best_median_ns = profiler::summarize(medians[winner]).median;
-      out.default_median_ns = profiler::summarize(medians[0]).median;
-      out.gain = gain[winner];
+      out.best_median_ns = median_over_rounds(rounds, verdict.winner);
+      out.default_median_ns = median_over_rounds(rounds, 0);
+      out.gain = verdict.gain;
+      out.separated = verdict.separated;
 
       db::Recommendation rec;
       rec.fingerprint = fp.key();
