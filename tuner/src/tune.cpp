@@ -162,7 +162,7 @@ ShapeCall make_call(const std::string& op, const std::string& shape) {
     c.args = {x};
     c.reference = at::silu(x);
   } else {  // in kTunableOps without a call built here
-    KA_THROW(InternalError, "ka-tune: no call is built for ", op);
+    KA_THROW(InternalError, "no call is built for ", op, ", a tunable op");
   }
   return c;
 }
@@ -190,13 +190,12 @@ DeviceFingerprint device_fingerprint(DeviceType device) {
   if (device == DeviceType::kCPU) return cpu_fingerprint();
   std::string why;
   KA_CHECK_TYPE(CudaError, executor::cuda_device_available(&why),
-                "ka-tune --device cuda: no CUDA device to tune on (", why, ")");
+                "--device cuda: no CUDA device to tune on (", why, ")");
   KA_CHECK_TYPE(CudaError, at::hasCUDA(),
-                "ka-tune --device cuda: the libtorch ka is linked with has no CUDA, so the "
+                "--device cuda: the libtorch ka is linked with has no CUDA, so the "
                 "inputs cannot be placed on the GPU (build ka against a CUDA libtorch)");
   const std::optional<DeviceFingerprint> fp = kernels::current_cuda_fingerprint();
-  KA_CHECK_TYPE(CudaError, fp.has_value(), "ka-tune --device cuda: the GPU's properties could "
-                "not be read");
+  KA_CHECK_TYPE(CudaError, fp.has_value(), "--device cuda: the GPU's properties could not be read");
   return *fp;
 }
 
@@ -297,10 +296,10 @@ void stop_for_tests_after(std::size_t stored) {
 // Throws for a request that cannot run, before anything is recorded: no shapes, an unknown
 // strategy, a shape the op does not take, a negative thread count.
 void check_options(const TuneOptions& o) {
-  KA_CHECK(!o.shapes.empty(), "ka-tune: no shapes to tune (give --shapes or --suite)");
+  KA_CHECK(!o.shapes.empty(), "no shapes to tune for ", o.op, " (give --shapes or --suite)");
   (void)make_strategy(o.strategy, o.seed);
   for (const std::string& shape : o.shapes) (void)parse_dims(o.op, shape);
-  KA_CHECK(o.threads >= 0, "ka-tune: --threads must be >= 0 (0 means all cores)");
+  KA_CHECK(o.threads >= 0, "--threads must be >= 0 (0 means all cores), got ", o.threads);
 }
 
 // One call of tune(): the op, the device's fingerprint, and the store whose `runs` row is
@@ -407,7 +406,8 @@ ShapeTuner::ShapeTuner(TuneRun& run, std::size_t index)
       base_(prepare(nullptr)),
       kernel_(base_->kernel()),
       space_(threads_at_most(kernel_.space, o_.threads)) {
-  KA_CHECK(space_.size() > 0, "ka-tune: ", kernel_.name, " has no valid configuration to sweep");
+  KA_CHECK(space_.size() > 0, kernel_.name, " has no valid configuration to sweep for ", o_.op,
+           " at shape ", o_.shapes[index], " (--threads ", o_.threads, ")");
   out_.shape = o_.shapes[index];
   out_.shape_key = base_->shape_key().str();
   out_.kernel = kernel_.name;
