@@ -18,6 +18,16 @@
 
 namespace {
 
+constexpr const char* kAbout =
+    "ka-tune: find the best launch configuration of ka's kernel for each shape of an op.\n"
+    "Every configuration of the kernel's tunable space that the strategy proposes is run\n"
+    "through ka's extractor, checked against libtorch, timed (median, repetitions until the\n"
+    "CI95 half-width is within --target-ci of it or the per-config budget ends; hot cache)\n"
+    "and stored in the database as it lands; an interrupted sweep (even kill -9) resumes\n"
+    "where it stopped when run again. The best candidates are re-measured until the winner\n"
+    "is separated from the runner-up at 95% (else the default wins a tie); winners go to the\n"
+    "recommendation table (load it with KA_TUNED_TABLE=<db>).";
+
 int fail(int code, const std::string& what) {
   std::fprintf(stderr, "ka-tune: error: %s\n", what.c_str());
   return code;
@@ -38,40 +48,36 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line: the tuner's options and what only ka-tune itself reads.
+struct Args {
   ka::tuner::TuneOptions o;
-  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
-  CLI::App app{
-      "ka-tune: find the best launch configuration of ka's kernel for each shape of an op.\n"
-      "Every configuration of the kernel's tunable space that the strategy proposes is run\n"
-      "through ka's extractor, checked against libtorch, timed (median, repetitions until the\n"
-      "CI95 half-width is within --target-ci of it or the per-config budget ends; hot cache)\n"
-      "and stored in the database as it lands; an interrupted sweep (even kill -9) resumes\n"
-      "where it stopped when run again. The best candidates are re-measured until the winner\n"
-      "is separated from the runner-up at 95% (else the default wins a tie); winners go to the\n"
-      "recommendation table (load it with KA_TUNED_TABLE=<db>).",
-      "ka-tune"};
   std::string shapes;
   std::string suite;
   std::string suites_dir;
+  std::string filter;
+  std::string cache = "hot";
+  std::string device = "cpu";
   bool replay = false;
   bool fusion = false;
-  std::string filter;
   bool list = false;
   bool verbose = false;
   bool quiet = false;
   double tolerance = 0.03;
+};
+
+// Declares ka-tune's options, bound to `a`.
+void add_options(CLI::App& app, Args& a) {
+  ka::tuner::TuneOptions& o = a.o;
   app.add_option("--op", o.op,
                  "exact operator overload: aten::mm, aten::addmm, aten::bmm, aten::_softmax, "
                  "aten::layer_norm, aten::sum.dim_IntList, aten::add.Tensor, aten::mul.Tensor, "
                  "aten::relu, aten::gelu, aten::sigmoid or aten::silu");
-  app.add_option("--shapes", shapes,
+  app.add_option("--shapes", a.shapes,
                  "comma-separated shapes: MxKxN (mm, addmm), BxMxKxN (bmm), else the input's "
                  "sizes, e.g. 4096x4096 (softmax, layer_norm and sum over the last dim)");
-  app.add_option("--suite", suite, "take the shapes of --op's cases from this suite (e.g. matmul)");
-  app.add_option("--suites-dir", suites_dir, "extra folder searched first for suites");
+  app.add_option("--suite", a.suite,
+                 "take the shapes of --op's cases from this suite (e.g. matmul)");
+  app.add_option("--suites-dir", a.suites_dir, "extra folder searched first for suites");
   app.add_option("--strategy", o.strategy, "search strategy (see --list-strategies)")
       ->capture_default_str();
   app.add_option("--budget", o.budget,
@@ -87,8 +93,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--config-budget", o.measure.budget_s, "seconds of timing per configuration")
       ->capture_default_str();
-  std::string cache = "hot";
-  app.add_option("--cache", cache,
+  app.add_option("--cache", a.cache,
                  "hot: configurations timed back to back; cold: caches flushed before every call "
                  "(trials are kept apart by cache state)")
       ->check(CLI::IsMember({"hot", "cold"}))
@@ -98,8 +103,7 @@ int main(int argc, char** argv) {
                  "default config it is compared with are limited to it; keep each thread count's "
                  "table in its own --db")
       ->capture_default_str();
-  std::string device = "cpu";
-  app.add_option("--device", device,
+  app.add_option("--device", a.device,
                  "where ka's kernels run: cpu, or cuda (CUDA device 0: ka's CUDA kernels, timed by "
                  "CUDA events, checked against libtorch on the CPU; trials and winners stored "
                  "under the GPU's fingerprint, so one --db can hold both)")
@@ -107,101 +111,130 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--finalists", o.finalists, "candidates re-measured to separate the winner")
       ->capture_default_str();
-  app.add_flag("--replay", replay,
+  app.add_flag("--replay", a.replay,
                "do not measure: replay --strategy against the complete sweeps stored in --db and "
                "report the evaluations it needs to get within --tolerance of each optimum");
-  app.add_option("--tolerance", tolerance, "replay: how close to the optimum counts (0.03 = 3%)")
+  app.add_option("--tolerance", a.tolerance, "replay: how close to the optimum counts (0.03 = 3%)")
       ->capture_default_str();
-  app.add_flag("--fusion", fusion,
+  app.add_flag("--fusion", a.fusion,
                "with --suite (graph cases, e.g. fused): time each graph fused and unfused and "
                "store the measured fusion decision per pattern and shape; the extractor then "
                "follows it");
-  app.add_option("--filter", filter, "with --fusion: regex on the case names");
-  app.add_flag("--list-strategies", list, "list the strategies and exit");
-  app.add_flag("-q,--quiet", quiet, "no progress bar");
-  app.add_flag("-v,--verbose", verbose, "debug logging");
+  app.add_option("--filter", a.filter, "with --fusion: regex on the case names");
+  app.add_flag("--list-strategies", a.list, "list the strategies and exit");
+  app.add_flag("-q,--quiet", a.quiet, "no progress bar");
+  app.add_flag("-v,--verbose", a.verbose, "debug logging");
+}
+
+// --replay: the evaluations --strategy needs on each complete sweep stored in --db.
+int run_replay(const Args& a) {
+  const ka::tuner::TuneOptions& o = a.o;
+  const auto rows = ka::tuner::replay(o.db_path, o.strategy, o.seed, a.tolerance);
+  if (rows.empty()) {
+    return fail(1, "no complete sweep in " + o.db_path +
+                       " for this device (run ka-tune --strategy exhaustive first)");
+  }
+  std::vector<double> fractions;
+  std::printf("replay of '%s' (seed %llu) against the exhaustive sweeps in %s: evaluations "
+              "to get within %.0f%% of the optimum\n",
+              o.strategy.c_str(), static_cast<unsigned long long>(o.seed), o.db_path.c_str(),
+              a.tolerance * 100);
+  for (const auto& r : rows) {
+    const double f = static_cast<double>(r.evaluations) / static_cast<double>(r.space);
+    fractions.push_back(f);
+    std::printf("  %-60s %-18s %4zu of %4zu (%.1f%%)\n", r.shape_key.c_str(), r.kernel.c_str(),
+                r.evaluations, r.space, 100 * f);
+  }
+  std::sort(fractions.begin(), fractions.end());
+  std::printf("median over %zu shapes: %.1f%% of the space\n", fractions.size(),
+              100 * fractions[fractions.size() / 2]);
+  return 0;
+}
+
+// --fusion: measured fusion decisions for the graph cases of --suite.
+int run_fusion(const Args& a) {
+  if (a.suite.empty()) return fail(2, "--fusion needs --suite (e.g. --suite fused)");
+  ka::harness::FusionTuneOptions f;
+  f.suite = a.suite;
+  f.suites_dir = a.suites_dir;
+  f.filter = a.filter;
+  f.db_path = a.o.db_path;
+  f.command_line = a.o.command_line;
+  f.measure = a.o.measure;
+  return ka::harness::tune_fusion(f);
+}
+
+// One line per tuned shape, and a legend.
+void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& outcomes) {
+  const ka::tuner::TuneOptions& o = a.o;
+  std::printf("\nka-tune: %s on %s, strategy %s, %s (per config: median, CI95 target %.1f%%, "
+              "%s cache%s)\n",
+              o.op.c_str(), a.device.c_str(), o.strategy.c_str(), o.db_path.c_str(),
+              100 * o.measure.target_rel_ci95, a.cache.c_str(),
+              a.device == "cuda" ? ", CUDA events" : "");
+  std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
+              "default", "gain", "configs (new+reused / space)");
+  for (const auto& r : outcomes) {
+    std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s\n", r.shape.c_str(),
+                r.kernel.c_str(), r.best_config.c_str(),
+                ka::profiler::format_duration_ns(r.best_median_ns).c_str(),
+                ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain,
+                r.evaluated, r.reused, r.space,
+                r.equivalent ? fmt::format(", {} equivalent", r.equivalent).c_str() : "",
+                r.failed ? fmt::format(", {} failed", r.failed).c_str() : "",
+                r.separated ? "" : " (tie with #2)");
+  }
+  std::printf("(gain = default config's median / best's, both re-measured together; \"tie with "
+              "#2\": the best was not separated from the runner-up at 95%%; \"equivalent\": "
+              "configs that run exactly as one measured already, given its time)\n");
+}
+
+// Sweeps --op's shapes (--shapes, then the op's cases of --suite) and prints the winners.
+int run_tune(Args& a) {
+  ka::tuner::TuneOptions& o = a.o;
+  if (o.op.empty()) return fail(2, "--op is required (e.g. --op aten::addmm)");
+  o.shapes = split_list(a.shapes);
+  if (!a.suite.empty()) {
+    const auto s =
+        ka::harness::load_suite_file(ka::harness::find_suite_file(a.suite, a.suites_dir));
+    for (const auto& c : s.cases) {
+      if (c.op == o.op) o.shapes.push_back(fmt::format("{}x{}x{}", c.m, c.k, c.n));
+    }
+    if (o.shapes.empty()) return fail(2, "suite '" + a.suite + "' has no " + o.op + " cases");
+  }
+  if (o.shapes.empty()) return fail(2, "give --shapes or --suite");
+  print_outcomes(a, ka::tuner::tune(o));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 0; i < argc; ++i) a.o.command_line += (i ? " " : "") + std::string(argv[i]);
+  CLI::App app{kAbout, "ka-tune"};
+  add_options(app, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (verbose) ka::set_log_level(spdlog::level::debug);
-  o.measure.mode = cache == "cold" ? ka::profiler::CacheMode::kCold : ka::profiler::CacheMode::kHot;
-  o.device = device == "cuda" ? ka::DeviceType::kCUDA : ka::DeviceType::kCPU;
-  if (quiet) o.progress = nullptr;
-  if (list) {
+  if (a.verbose) ka::set_log_level(spdlog::level::debug);
+  a.o.measure.mode =
+      a.cache == "cold" ? ka::profiler::CacheMode::kCold : ka::profiler::CacheMode::kHot;
+  a.o.device = a.device == "cuda" ? ka::DeviceType::kCUDA : ka::DeviceType::kCPU;
+  if (a.quiet) a.o.progress = nullptr;
+  if (a.list) {
     for (const auto& s : ka::tuner::strategy_names()) std::printf("%s\n", s.c_str());
     return 0;
   }
-  if (device == "cuda" && (replay || fusion)) {
+  if (a.device == "cuda" && (a.replay || a.fusion)) {
     return fail(2, "--replay and --fusion work on the CPU's trials; --device cuda goes with --op");
   }
   try {
-    if (replay) {
-      const auto rows = ka::tuner::replay(o.db_path, o.strategy, o.seed, tolerance);
-      if (rows.empty()) {
-        return fail(1, "no complete sweep in " + o.db_path +
-                           " for this device (run ka-tune --strategy exhaustive first)");
-      }
-      std::vector<double> fractions;
-      std::printf("replay of '%s' (seed %llu) against the exhaustive sweeps in %s: evaluations "
-                  "to get within %.0f%% of the optimum\n",
-                  o.strategy.c_str(), static_cast<unsigned long long>(o.seed), o.db_path.c_str(),
-                  tolerance * 100);
-      for (const auto& r : rows) {
-        const double f = static_cast<double>(r.evaluations) / static_cast<double>(r.space);
-        fractions.push_back(f);
-        std::printf("  %-60s %-18s %4zu of %4zu (%.1f%%)\n", r.shape_key.c_str(), r.kernel.c_str(),
-                    r.evaluations, r.space, 100 * f);
-      }
-      std::sort(fractions.begin(), fractions.end());
-      std::printf("median over %zu shapes: %.1f%% of the space\n", fractions.size(),
-                  100 * fractions[fractions.size() / 2]);
-      return 0;
-    }
-    if (fusion) {
-      if (suite.empty()) return fail(2, "--fusion needs --suite (e.g. --suite fused)");
-      ka::harness::FusionTuneOptions f;
-      f.suite = suite;
-      f.suites_dir = suites_dir;
-      f.filter = filter;
-      f.db_path = o.db_path;
-      f.command_line = o.command_line;
-      f.measure = o.measure;
-      return ka::harness::tune_fusion(f);
-    }
-    if (o.op.empty()) return fail(2, "--op is required (e.g. --op aten::addmm)");
-    o.shapes = split_list(shapes);
-    if (!suite.empty()) {
-      const auto s = ka::harness::load_suite_file(ka::harness::find_suite_file(suite, suites_dir));
-      for (const auto& c : s.cases) {
-        if (c.op == o.op) o.shapes.push_back(fmt::format("{}x{}x{}", c.m, c.k, c.n));
-      }
-      if (o.shapes.empty()) return fail(2, "suite '" + suite + "' has no " + o.op + " cases");
-    }
-    if (o.shapes.empty()) return fail(2, "give --shapes or --suite");
-    const auto outcomes = ka::tuner::tune(o);
-    std::printf("\nka-tune: %s on %s, strategy %s, %s (per config: median, CI95 target %.1f%%, "
-                "%s cache%s)\n",
-                o.op.c_str(), device.c_str(), o.strategy.c_str(), o.db_path.c_str(),
-                100 * o.measure.target_rel_ci95, cache.c_str(),
-                device == "cuda" ? ", CUDA events" : "");
-    std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
-                "default", "gain", "configs (new+reused / space)");
-    for (const auto& r : outcomes) {
-      std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s\n", r.shape.c_str(),
-                  r.kernel.c_str(), r.best_config.c_str(),
-                  ka::profiler::format_duration_ns(r.best_median_ns).c_str(),
-                  ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain, r.evaluated,
-                  r.reused, r.space,
-                  r.equivalent ? fmt::format(", {} equivalent", r.equivalent).c_str() : "",
-                  r.failed ? fmt::format(", {} failed", r.failed).c_str() : "",
-                  r.separated ? "" : " (tie with #2)");
-    }
-    std::printf("(gain = default config's median / best's, both re-measured together; \"tie with #2\": "
-                "the best was not separated from the runner-up at 95%%; \"equivalent\": configs that "
-                "run exactly as one measured already, given its time)\n");
-    return 0;
+    if (a.replay) return run_replay(a);
+    if (a.fusion) return run_fusion(a);
+    return run_tune(a);
   } catch (const ka::ValueError& e) {
     return fail(2, e.what());
   } catch (const std::exception& e) {

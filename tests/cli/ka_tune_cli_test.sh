@@ -73,7 +73,8 @@ case "$case_name" in
     [ "$n" = "1" ] || fail "the recommendation is not a one-thread config: $("$sqlite3" "$tmp/ka.db" "SELECT config FROM recommendations")"
     "$ka_tune" --op aten::addmm --shapes 96x64x160 --threads -1 --db "$tmp/ka.db" -q >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 2 ] || fail "--threads -1: expected exit 2"
-    grep -q "threads must be >= 0" "$tmp/err" || fail "--threads -1 message"
+    grep -q "^ka-tune: error: --threads must be >= 0 (0 means all cores), got -1" "$tmp/err" || fail "--threads -1 message: $(cat "$tmp/err")"
+    ! grep -q "error: ka-tune" "$tmp/err" || fail "the tool's name repeated: $(cat "$tmp/err")"
     ;;
   bad_input)
     "$ka_tune" --op aten::addmm --shapes 12x13 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
@@ -96,7 +97,7 @@ case "$case_name" in
       [[ "$fp" == cuda\|* ]] || fail "recommendation not under a CUDA fingerprint: '$fp'"
     else
       [ $rc -eq 1 ] || fail "no GPU: expected exit 1, got $rc"
-      grep -qE "ka-tune --device cuda: (no CUDA device to tune on|the libtorch ka is linked with has no CUDA)" "$tmp/err" || fail "no reason given: $(cat "$tmp/err")"
+      grep -qE "^ka-tune: error: --device cuda: (no CUDA device to tune on|the libtorch ka is linked with has no CUDA)" "$tmp/err" || fail "no reason given: $(cat "$tmp/err")"
       [ ! -s "$tmp/out" ] || fail "printed results without a GPU"
       if [ -f "$tmp/ka.db" ]; then
         n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM runs")

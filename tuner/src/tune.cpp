@@ -9,7 +9,7 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/cuda_limits.hpp>
-#include <ka/profiler/statistics.hpp>
+#include <ka/tuner/paired_finals.hpp>
 #include <ka/tuner/search.hpp>
 #include <ka/tuner/tune.hpp>
 
@@ -47,23 +47,10 @@ namespace ka::tuner {
 //    and no row of its own (replay finds it by the same rule), and does not count against
 //    --budget. An exhaustive sweep of a small shape is mostly such configurations.
 // 3. The fastest `finalists` (distinct canonical forms, none the default's) and the default
-//    are timed again in paired rounds, Note [Paired finals].
+//    are timed again in paired rounds, a quarter of --config-budget each; the rule of
+//    Note [Paired finals] (ka/tuner/paired_finals.hpp) picks the winner.
 // 4. The winner is written to `recommendations` with its median and its gain over the
 //    default configuration.
-
-// Note [Paired finals]
-// On a shared machine a burst of interference lasts longer than one configuration's timing,
-// so timing the finalists one after the other let a burst during the default's turn pass for
-// a gain (ka-tune reported 1.18x-1.48x at 1024^3 and 512x768x768 on two threads; a paired
-// A/B of the same configs read 0.98x-1.05x). The finalists and the default are timed in
-// kFinalRounds rounds, each timing every one of them once (a quarter of --config-budget),
-// starting one further along each round. A config's gain is the median over rounds of the
-// default's time / its time in the same round; the winner has the highest gain. It replaces
-// the default only if it was faster in at least kFinalWins of the rounds (a one-sided sign
-// test: 7 of 8 by chance has p = 9/256 < 0.05), and it is "separated" when it beat the
-// runner-up as often; otherwise the default stays (a tie).
-constexpr std::size_t kFinalRounds = 8;
-constexpr std::size_t kFinalWins = 7;
 
 namespace {
 
@@ -175,7 +162,7 @@ ShapeCall make_call(const std::string& op, const std::string& shape) {
     c.args = {x};
     c.reference = at::silu(x);
   } else {  // in kTunableOps without a call built here
-    KA_THROW(InternalError, "ka-tune: no call is built for ", op);
+    KA_THROW(InternalError, "no call is built for ", op, ", a tunable op");
   }
   return c;
 }
@@ -203,13 +190,12 @@ DeviceFingerprint device_fingerprint(DeviceType device) {
   if (device == DeviceType::kCPU) return cpu_fingerprint();
   std::string why;
   KA_CHECK_TYPE(CudaError, executor::cuda_device_available(&why),
-                "ka-tune --device cuda: no CUDA device to tune on (", why, ")");
+                "--device cuda: no CUDA device to tune on (", why, ")");
   KA_CHECK_TYPE(CudaError, at::hasCUDA(),
-                "ka-tune --device cuda: the libtorch ka is linked with has no CUDA, so the "
+                "--device cuda: the libtorch ka is linked with has no CUDA, so the "
                 "inputs cannot be placed on the GPU (build ka against a CUDA libtorch)");
   const std::optional<DeviceFingerprint> fp = kernels::current_cuda_fingerprint();
-  KA_CHECK_TYPE(CudaError, fp.has_value(), "ka-tune --device cuda: the GPU's properties could "
-                "not be read");
+  KA_CHECK_TYPE(CudaError, fp.has_value(), "--device cuda: the GPU's properties could not be read");
   return *fp;
 }
 
@@ -307,6 +293,334 @@ void stop_for_tests_after(std::size_t stored) {
   if (stop_at > 0 && stored == static_cast<std::size_t>(stop_at)) std::raise(SIGSTOP);
 }
 
+// Throws for a request that cannot run, before anything is recorded: no shapes, an unknown
+// strategy, a shape the op does not take, a negative thread count.
+void check_options(const TuneOptions& o) {
+  KA_CHECK(!o.shapes.empty(), "no shapes to tune for ", o.op, " (give --shapes or --suite)");
+  (void)make_strategy(o.strategy, o.seed);
+  for (const std::string& shape : o.shapes) (void)parse_dims(o.op, shape);
+  KA_CHECK(o.threads >= 0, "--threads must be >= 0 (0 means all cores), got ", o.threads);
+}
+
+// One call of tune(): the op, the device's fingerprint, and the store whose `runs` row is
+// open from construction until finish_run().
+struct TuneRun {
+  explicit TuneRun(const TuneOptions& o)
+      : options(o),
+        ex(extractor::Extractor::global()),
+        handle(ex.resolve(o.op)),
+        fp(device_fingerprint(o.device)),
+        store(o.db_path) {
+    store.record_device(fp);
+    db::RunInfo info = db::run_info(fp, "ka-tune", o.command_line);
+    info.suite = "";
+    id = store.begin_run(info);
+  }
+
+  const TuneOptions& options;
+  extractor::Extractor& ex;
+  const extractor::OpHandle handle;
+  const DeviceFingerprint fp;
+  db::ResultsStore store;
+  std::int64_t id = 0;
+  std::size_t stored_here = 0;  // trials this process stored
+};
+
+// Shape `index`'s call: its inputs drawn from the seed for that index, placed on the device.
+ShapeCall seeded_call(const TuneOptions& o, std::size_t index) {
+  at::manual_seed(static_cast<std::uint64_t>(index) + o.seed);
+  ShapeCall c = make_call(o.op, o.shapes[index]);
+  move_args(c, o.device);
+  return c;
+}
+
+// The median the sweep stored in `row` for a configuration timed as `m`.
+void set_timing(db::TrialRow& row, const profiler::Measurement& m) {
+  row.median_ns = m.median_ns();
+  row.mean_ns = m.summary.mean;
+  row.min_ns = m.summary.min;
+  row.max_ns = m.summary.max;
+  row.stddev_ns = m.summary.stddev;
+  // Below 6 samples the median has no 95% interval: store none rather than inf.
+  if (std::isfinite(m.median_ci95.half_width())) row.ci95_ns = m.median_ci95.half_width();
+  row.repetitions = static_cast<std::int64_t>(m.repetitions());
+}
+
+// The finals' candidates: the default configuration first, then the finalists.
+struct Finals {
+  std::vector<LaunchConfig> configs;
+  std::vector<FinalRound> rounds;
+};
+
+// One shape of a run, tuned as Note [Tuning a shape] says:
+//
+//   ShapeOutcome out = ShapeTuner(run, index).tune();
+class ShapeTuner {
+ public:
+  ShapeTuner(TuneRun& run, std::size_t index);
+
+  // Sweeps the shape, times the finalists against the default and stores the winner.
+  ShapeOutcome tune() {
+    const History h = sweep(resume_earlier_trials());
+    if (!h.best()) {
+      log().warn("{}: no configuration ran correctly; nothing recommended", out_.shape_key);
+      return out_;
+    }
+    const Finals finals = time_finals(pick_finalists(h));
+    recommend(finals, select_winner(finals.rounds));
+    return out_;
+  }
+
+ private:
+  std::unique_ptr<extractor::PreparedCall> prepare(const LaunchConfig* config) const {
+    return run_.ex.prepare_call(run_.handle, call_.args.data(), call_.args.size(), config);
+  }
+  std::string canonical_of(const LaunchConfig& point) const {
+    return canonical_form(kernel_, base_->shape_key(), point);
+  }
+  History resume_earlier_trials();
+  History sweep(History resumed);
+  Evaluation evaluate(std::size_t i);
+  Evaluation run_checked(const extractor::PreparedCall& call, db::TrialRow& row) const;
+  std::vector<std::size_t> pick_finalists(const History& h) const;
+  Finals time_finals(const std::vector<std::size_t>& finalists) const;
+  void recommend(const Finals& finals, const FinalsVerdict& verdict);
+
+  TuneRun& run_;
+  const TuneOptions& o_;
+  const std::size_t index_;
+  const ShapeCall call_;
+  const std::unique_ptr<extractor::PreparedCall> base_;  // the default configuration
+  const kernels::KernelDescriptor& kernel_;
+  const SearchSpace space_;
+  ShapeOutcome out_;
+  std::map<std::string, Evaluation> by_canonical_;  // Note [Tuning a shape], 2
+  bool last_equivalent_ = false;  // the last evaluation was free (not against --budget)
+};
+
+ShapeTuner::ShapeTuner(TuneRun& run, std::size_t index)
+    : run_(run),
+      o_(run.options),
+      index_(index),
+      call_(seeded_call(o_, index)),
+      base_(prepare(nullptr)),
+      kernel_(base_->kernel()),
+      space_(threads_at_most(kernel_.space, o_.threads)) {
+  KA_CHECK(space_.size() > 0, kernel_.name, " has no valid configuration to sweep for ", o_.op,
+           " at shape ", o_.shapes[index], " (--threads ", o_.threads, ")");
+  out_.shape = o_.shapes[index];
+  out_.shape_key = base_->shape_key().str();
+  out_.kernel = kernel_.name;
+  out_.space = space_.size();
+}
+
+// What earlier runs measured on this shape, as the history the strategy starts from: it is
+// history, not work (Note [Tuning a shape], 2).
+History ShapeTuner::resume_earlier_trials() {
+  History resumed;
+  if (o_.fresh) return resumed;
+  const auto earlier = earlier_trials(run_.store, run_.fp.key(), base_->lookup_op(), out_.shape_key,
+                                      kernel_, profiler::to_string(o_.measure.mode));
+  for (std::size_t i = 0; i < space_.size(); ++i) {
+    const auto it = earlier.find(space_.point(i).str());
+    if (it == earlier.end()) continue;
+    resumed.points.push_back(i);
+    resumed.results.push_back(it->second);
+  }
+  out_.reused = resumed.points.size();
+  for (std::size_t j = 0; j < resumed.points.size(); ++j) {
+    if (resumed.results[j]) {
+      by_canonical_.emplace(canonical_of(space_.point(resumed.points[j])), resumed.results[j]);
+    }
+  }
+  return resumed;
+}
+
+// The strategy's search from `resumed` within the budgets, with a progress line.
+History ShapeTuner::sweep(History resumed) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto strategy = make_strategy(o_.strategy, o_.seed, space_.find(base_->default_config()));
+  const Budget budget{o_.budget, o_.time_budget_s,
+                      [this](std::size_t) { return !last_equivalent_; }};
+  History h = search(
+      space_, *strategy, [this](std::size_t i) { return evaluate(i); }, budget,
+      [&](std::size_t, const Evaluation&, const History& hist) {
+        progress_line(
+            o_.progress, index_, o_.shapes.size(), out_.shape, hist.points.size(), space_.size(),
+            hist, space_,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      },
+      std::move(resumed));
+  if (o_.progress != nullptr) std::fputc('\n', o_.progress);
+  return h;
+}
+
+// Point `i`'s median, or nullopt when it did not run ok. Each configuration run is stored as
+// a trial with its disposition; one that runs as one measured already (same canonical form) is
+// given that one's result and is neither run nor stored.
+Evaluation ShapeTuner::evaluate(std::size_t i) {
+  last_equivalent_ = false;
+  const LaunchConfig& point = space_.point(i);
+  db::TrialRow row;
+  Evaluation result;
+  try {
+    const auto call = prepare(&point);
+    row = trial_row(*call, point, base_->lookup_op(), o_.measure.mode);
+    if (!call->status()) {
+      row.disposition = db::Disposition::kUnsupported;
+      row.error = call->status().reason();
+    } else {
+      const std::string canonical = canonical_of(point);
+      if (const auto same = by_canonical_.find(canonical); same != by_canonical_.end()) {
+        ++out_.equivalent;
+        last_equivalent_ = true;
+        return same->second;
+      }
+      result = run_checked(*call, row);
+      if (result) by_canonical_.emplace(canonical, result);
+    }
+  } catch (const Error& e) {
+    row = trial_row(*base_, point, base_->lookup_op(), o_.measure.mode);
+    row.disposition = db::Disposition::kFailed;
+    row.error = e.what();
+  }
+  if (!result) ++out_.failed;
+  ++out_.evaluated;
+  run_.store.add_trials(run_.id, {row});  // one transaction: a kill loses at most this trial
+  stop_for_tests_after(++run_.stored_here);
+  return result;
+}
+
+// Runs `call` once and checks its output against libtorch's; only a correct one is timed.
+// The outcome goes into `row`; returns the median, or nullopt for a wrong output.
+Evaluation ShapeTuner::run_checked(const extractor::PreparedCall& call, db::TrialRow& row) const {
+  call.run();
+  if (std::string bad = check_output(call.result().toTensor(), call_); !bad.empty()) {
+    row.disposition = db::Disposition::kIncorrect;
+    row.error = bad;
+    return std::nullopt;
+  }
+  const profiler::Measurement m = time_call(call, o_.measure);
+  set_timing(row, m);
+  return m.median_ns();
+}
+
+// The fastest `finalists` points of the sweep, fastest first, with distinct canonical forms
+// and none the default's: equivalent configurations share one measurement, and timing a
+// configuration against itself in the finals measures only noise.
+std::vector<std::size_t> ShapeTuner::pick_finalists(const History& h) const {
+  std::vector<std::size_t> ranked;
+  for (std::size_t j = 0; j < h.points.size(); ++j) {
+    if (h.results[j]) ranked.push_back(j);
+  }
+  std::sort(ranked.begin(), ranked.end(),
+            [&](std::size_t a, std::size_t b) { return *h.results[a] < *h.results[b]; });
+  const auto wanted = static_cast<std::size_t>(std::max(1, o_.finalists));
+  std::vector<std::size_t> finalists;
+  std::set<std::string> taken = {canonical_of(params_of(base_->default_config()))};
+  for (const std::size_t j : ranked) {
+    if (finalists.size() >= wanted) break;
+    if (taken.insert(canonical_of(space_.point(h.points[j]))).second) {
+      finalists.push_back(h.points[j]);
+    }
+  }
+  return finalists;
+}
+
+// The default configuration (candidate 0; it need not be a point of the space: heuristics
+// pick shape-specific tiles) and the finalists the kernel accepts, timed in kFinalRounds
+// paired rounds of a quarter of --config-budget each, each round starting one candidate
+// further along (Note [Paired finals]).
+Finals ShapeTuner::time_finals(const std::vector<std::size_t>& finalists) const {
+  Finals f;
+  std::vector<std::unique_ptr<extractor::PreparedCall>> owned;
+  std::vector<const extractor::PreparedCall*> calls = {base_.get()};
+  f.configs = {params_of(base_->default_config())};
+  for (const std::size_t p : finalists) {
+    auto call = prepare(&space_.point(p));
+    if (!call->status()) continue;
+    calls.push_back(call.get());
+    owned.push_back(std::move(call));
+    f.configs.push_back(space_.point(p));
+  }
+  profiler::MeasureOptions round_options = o_.measure;
+  round_options.budget_s = o_.measure.budget_s / 4;
+  f.rounds.assign(kFinalRounds, FinalRound(calls.size()));
+  for (std::size_t round = 0; round < kFinalRounds; ++round) {
+    for (std::size_t j = 0; j < calls.size(); ++j) {
+      const std::size_t e = (j + round) % calls.size();
+      f.rounds[round][e] = time_call(*calls[e], round_options).median_ns();
+    }
+  }
+  return f;
+}
+
+// Writes the finals' winner to the outcome and, as this shape's recommendation, to the store.
+void ShapeTuner::recommend(const Finals& finals, const FinalsVerdict& verdict) {
+  const LaunchConfig& chosen = finals.configs[verdict.winner];
+  out_.best_config = params_str(chosen);
+  out_.best_median_ns = median_over_rounds(finals.rounds, verdict.winner);
+  out_.default_median_ns = median_over_rounds(finals.rounds, 0);
+  out_.gain = verdict.gain;
+  out_.separated = verdict.separated;
+
+  db::Recommendation rec;
+  rec.fingerprint = run_.fp.key();
+  rec.op = base_->lookup_op();
+  rec.shape_key = out_.shape_key;
+  rec.kernel = kernel_.name;
+  rec.kernel_version = kernel_.version;
+  rec.config = chosen;
+  rec.median_ns = out_.best_median_ns;
+  rec.gain_over_default = out_.gain;
+  rec.source_run = run_.id;
+  run_.store.put_recommendations({rec});
+}
+
+// This build's CPU kernels by name: replay takes a kernel's space from here.
+std::map<std::string, const kernels::KernelDescriptor*> cpu_kernels_by_name(
+    const extractor::Extractor& ex) {
+  std::map<std::string, const kernels::KernelDescriptor*> out;
+  for (const std::string& sig : ex.registry(DeviceType::kCPU).signatures()) {
+    const auto* d = ex.registry(DeviceType::kCPU).find(sig).descriptor;
+    out[d->name] = d;
+  }
+  return out;
+}
+
+// The hot-cache time of every point of `space` stored for (op, key, kernel) on device `fp`,
+// nullopt for a point that did not run ok; nullopt as a whole when the sweep is incomplete.
+// A point the sweep did not store ran as an earlier one with its canonical form
+// (Note [Tuning a shape], 2).
+std::optional<std::vector<Evaluation>> recorded_sweep(db::ResultsStore& store,
+                                                      const std::string& fp, const std::string& op,
+                                                      const std::string& key,
+                                                      const kernels::KernelDescriptor& d,
+                                                      const SearchSpace& space) {
+  const auto trials = earlier_trials(store, fp, op, key, d, "hot");
+  const ShapeKey shape_key = ShapeKey::parse(key);
+  std::map<std::string, Evaluation> by_canonical;
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    const auto t = trials.find(space.point(i).str());
+    if (t != trials.end() && t->second) {
+      by_canonical.emplace(canonical_form(d, shape_key, space.point(i)), t->second);
+    }
+  }
+  std::vector<Evaluation> recorded(space.size());
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    if (const auto t = trials.find(space.point(i).str()); t != trials.end()) {
+      recorded[i] = t->second;
+    } else if (const auto c = by_canonical.find(canonical_form(d, shape_key, space.point(i)));
+               c != by_canonical.end() &&
+               d.can_run(shape_key, d.complete(shape_key, space.point(i)))) {
+      recorded[i] = c->second;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return recorded;
+}
+
 }  // namespace
 
 LaunchConfig params_of(const LaunchConfig& config) {
@@ -324,218 +638,17 @@ std::string params_str(const LaunchConfig& config) {
 }
 
 std::vector<ShapeOutcome> tune(const TuneOptions& o) {
-  KA_CHECK(!o.shapes.empty(), "ka-tune: no shapes to tune (give --shapes or --suite)");
-  // Validate everything before a run is recorded.
-  (void)make_strategy(o.strategy, o.seed);
-  for (const std::string& shape : o.shapes) (void)parse_dims(o.op, shape);
-  KA_CHECK(o.threads >= 0, "ka-tune: --threads must be >= 0 (0 means all cores)");
+  check_options(o);
   kernels::set_cpu_thread_limit(o.threads);
-  extractor::Extractor& ex = extractor::Extractor::global();
-  const extractor::OpHandle handle = ex.resolve(o.op);
-  const DeviceFingerprint fp = device_fingerprint(o.device);
-  db::ResultsStore store(o.db_path);
-  store.record_device(fp);
-  db::RunInfo info = db::run_info(fp, "ka-tune", o.command_line);
-  info.suite = "";
-  const std::int64_t run = store.begin_run(info);
-  std::size_t stored_here = 0;  // trials this process stored
+  TuneRun run(o);
   std::vector<ShapeOutcome> outcomes;
   try {
-    for (std::size_t si = 0; si < o.shapes.size(); ++si) {
-      const std::string& shape = o.shapes[si];
-      at::manual_seed(static_cast<std::uint64_t>(si) + o.seed);
-      ShapeCall c = make_call(o.op, shape);
-      move_args(c, o.device);
-      const auto base = ex.prepare_call(handle, c.args.data(), c.args.size(), nullptr);
-      const kernels::KernelDescriptor& d = base->kernel();
-      const std::string key = base->shape_key().str();
-      const SearchSpace space(threads_at_most(d.space, o.threads));
-      KA_CHECK(space.size() > 0, "ka-tune: ", d.name, " has no valid configuration to sweep");
-      const std::optional<std::size_t> default_point = space.find(base->default_config());
-
-      ShapeOutcome out;
-      out.shape = shape;
-      out.shape_key = key;
-      out.kernel = d.name;
-      out.space = space.size();
-
-      // Resume: what earlier runs measured is history, not work.
-      History resumed;
-      std::map<std::string, Evaluation> earlier;
-      const char* cache_state = profiler::to_string(o.measure.mode);
-      if (!o.fresh) earlier = earlier_trials(store, fp.key(), base->lookup_op(), key, d, cache_state);
-      for (std::size_t i = 0; i < space.size(); ++i) {
-        const auto it = earlier.find(space.point(i).str());
-        if (it == earlier.end()) continue;
-        resumed.points.push_back(i);
-        resumed.results.push_back(it->second);
-      }
-      out.reused = resumed.points.size();
-
-      // Canonical form -> what its first configuration measured (Note [Tuning a shape], 2).
-      std::map<std::string, Evaluation> by_canonical;
-      const auto canonical_of = [&](const LaunchConfig& point) {
-        return canonical_form(d, base->shape_key(), point);
-      };
-      for (std::size_t j = 0; j < resumed.points.size(); ++j) {
-        if (resumed.results[j]) by_canonical.emplace(canonical_of(space.point(resumed.points[j])), resumed.results[j]);
-      }
-
-      const auto start = std::chrono::steady_clock::now();
-      bool last_equivalent = false;  // the last evaluation was free (not against --budget)
-      auto evaluate = [&](std::size_t i) -> Evaluation {
-        last_equivalent = false;
-        const LaunchConfig& point = space.point(i);
-        db::TrialRow row;
-        Evaluation result;
-        try {
-          const auto call = ex.prepare_call(handle, c.args.data(), c.args.size(), &point);
-          row = trial_row(*call, point, base->lookup_op(), o.measure.mode);
-          std::string canonical;
-          if (call->status()) {
-            canonical = canonical_of(point);
-            if (const auto same = by_canonical.find(canonical); same != by_canonical.end()) {
-              ++out.equivalent;
-              last_equivalent = true;
-              return same->second;
-            }
-          }
-          if (!call->status()) {
-            row.disposition = db::Disposition::kUnsupported;
-            row.error = call->status().reason();
-          } else {
-            call->run();
-            if (std::string bad = check_output(call->result().toTensor(), c); !bad.empty()) {
-              row.disposition = db::Disposition::kIncorrect;
-              row.error = bad;
-            } else {
-              const profiler::Measurement m = time_call(*call, o.measure);
-              row.median_ns = m.median_ns();
-              row.mean_ns = m.summary.mean;
-              row.min_ns = m.summary.min;
-              row.max_ns = m.summary.max;
-              row.stddev_ns = m.summary.stddev;
-              // Below 6 samples the median has no 95% interval: store none rather than inf.
-              if (std::isfinite(m.median_ci95.half_width())) row.ci95_ns = m.median_ci95.half_width();
-              row.repetitions = static_cast<std::int64_t>(m.repetitions());
-              result = m.median_ns();
-              by_canonical.emplace(canonical, result);
-            }
-          }
-        } catch (const Error& e) {
-          row = trial_row(*base, point, base->lookup_op(), o.measure.mode);
-          row.disposition = db::Disposition::kFailed;
-          row.error = e.what();
-        }
-        if (!result) ++out.failed;
-        ++out.evaluated;
-        store.add_trials(run, {row});  // one transaction: a kill loses at most this trial
-        stop_for_tests_after(++stored_here);
-        return result;
-      };
-      auto strategy = make_strategy(o.strategy, o.seed, default_point);
-      History h = search(
-          space, *strategy, evaluate,
-          Budget{o.budget, o.time_budget_s, [&](std::size_t) { return !last_equivalent; }},
-          [&](std::size_t, const Evaluation&, const History& hist) {
-            progress_line(o.progress, si, o.shapes.size(), shape, hist.points.size(), space.size(),
-                          hist, space,
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count());
-          },
-          resumed);
-      if (o.progress != nullptr) std::fputc('\n', o.progress);
-
-      // Finalists: re-measured together until the best is separated from the runner-up.
-      std::vector<std::size_t> ranked;
-      for (std::size_t j = 0; j < h.points.size(); ++j) {
-        if (h.results[j]) ranked.push_back(j);
-      }
-      if (ranked.empty()) {
-        log().warn("{}: no configuration ran correctly; nothing recommended", key);
-        outcomes.push_back(out);
-        continue;
-      }
-      std::sort(ranked.begin(), ranked.end(),
-                [&](std::size_t a, std::size_t b) { return *h.results[a] < *h.results[b]; });
-      // Finalists have distinct canonical forms, none the default's: equivalent configs
-      // share one measurement, and timing a config against itself only measures noise
-      // (two runs of the same decode GEMM differed by 13% here).
-      std::vector<std::size_t> finalists;
-      std::set<std::string> taken = {canonical_of(params_of(base->default_config()))};
-      for (std::size_t j : ranked) {
-        if (finalists.size() >= static_cast<std::size_t>(std::max(1, o.finalists))) break;
-        if (taken.insert(canonical_of(space.point(h.points[j]))).second) {
-          finalists.push_back(h.points[j]);
-        }
-      }
-      // The default configuration is timed with the finalists (it may not be a point of the
-      // space: heuristics pick shape-specific tiles), in paired rounds (Note [Paired finals]).
-      std::vector<std::unique_ptr<extractor::PreparedCall>> owned;
-      std::vector<const extractor::PreparedCall*> calls = {base.get()};
-      std::vector<LaunchConfig> configs = {params_of(base->default_config())};
-      for (std::size_t p : finalists) {
-        auto call = ex.prepare_call(handle, c.args.data(), c.args.size(), &space.point(p));
-        if (!call->status()) continue;
-        calls.push_back(call.get());
-        owned.push_back(std::move(call));
-        configs.push_back(space.point(p));
-      }
-      profiler::MeasureOptions round_options = o.measure;
-      round_options.budget_s = o.measure.budget_s / 4;
-      std::vector<std::vector<double>> medians(calls.size());
-      for (std::size_t round = 0; round < kFinalRounds; ++round) {
-        for (std::size_t j = 0; j < calls.size(); ++j) {
-          const std::size_t e = (j + round) % calls.size();
-          medians[e].push_back(time_call(*calls[e], round_options).median_ns());
-        }
-      }
-      // gain[e]: the median over rounds of the default's time / e's time in the same round.
-      std::vector<double> gain(calls.size(), 1.0);
-      for (std::size_t e = 1; e < calls.size(); ++e) {
-        std::vector<double> ratios;
-        for (std::size_t r = 0; r < kFinalRounds; ++r) ratios.push_back(medians[0][r] / medians[e][r]);
-        gain[e] = profiler::summarize(ratios).median;
-      }
-      const auto wins = [&](std::size_t a, std::size_t b) {
-        std::size_t n = 0;
-        for (std::size_t r = 0; r < kFinalRounds; ++r) n += medians[a][r] < medians[b][r] ? 1 : 0;
-        return n;
-      };
-      std::vector<std::size_t> order(calls.size());
-      for (std::size_t e = 0; e < order.size(); ++e) order[e] = e;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return gain[a] > gain[b]; });
-      std::size_t winner = order[0];
-      out.separated = order.size() < 2 || wins(order[0], order[1]) >= kFinalWins;
-      if (winner != 0 && wins(winner, 0) < kFinalWins) {
-        winner = 0;  // not faster than the default in enough rounds: a tie goes to the default
-        out.separated = false;
-      }
-      const LaunchConfig chosen = configs[winner];
-      out.best_config = params_str(chosen);
-      out.best_median_ns = profiler::summarize(medians[winner]).median;
-      out.default_median_ns = profiler::summarize(medians[0]).median;
-      out.gain = gain[winner];
-
-      db::Recommendation rec;
-      rec.fingerprint = fp.key();
-      rec.op = base->lookup_op();
-      rec.shape_key = key;
-      rec.kernel = d.name;
-      rec.kernel_version = d.version;
-      rec.config = chosen;
-      rec.median_ns = out.best_median_ns;
-      rec.gain_over_default = out.gain;
-      rec.source_run = run;
-      store.put_recommendations({rec});
-      outcomes.push_back(out);
-    }
+    for (std::size_t i = 0; i < o.shapes.size(); ++i) outcomes.push_back(ShapeTuner(run, i).tune());
   } catch (...) {
-    store.finish_run(run, false);
+    run.store.finish_run(run.id, false);
     throw;
   }
-  store.finish_run(run, true);
+  run.store.finish_run(run.id, true);
   return outcomes;
 }
 
@@ -544,18 +657,12 @@ std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string&
   (void)make_strategy(strategy, seed);
   db::ResultsStore store(db_path);
   const std::string fp = cpu_fingerprint().key();
-  extractor::Extractor& ex = extractor::Extractor::global();
+  const auto kernels_by_name = cpu_kernels_by_name(extractor::Extractor::global());
   std::vector<ReplayOutcome> out;
   auto groups = store.connection().prepare(
       "SELECT DISTINCT t.op, t.shape_key, t.kernel, t.kernel_version FROM trials t JOIN runs r "
       "ON r.id = t.run_id WHERE r.fingerprint = ?1 AND t.cache_state = 'hot' ORDER BY 1, 2, 3");
   groups.bind(1, fp);
-  // The kernel's space, by name, from the registered kernels of this build.
-  std::map<std::string, const kernels::KernelDescriptor*> kernels_by_name;
-  for (const std::string& sig : ex.registry(DeviceType::kCPU).signatures()) {
-    const auto* d = ex.registry(DeviceType::kCPU).find(sig).descriptor;
-    kernels_by_name[d->name] = d;
-  }
   while (groups.step()) {
     const std::string op = groups.column_text(0);
     const std::string key = groups.column_text(1);
@@ -563,36 +670,12 @@ std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string&
     const auto version = static_cast<int>(groups.column_int64(3));
     const auto it = kernels_by_name.find(kernel);
     if (it == kernels_by_name.end() || it->second->version != version) continue;
-    const kernels::KernelDescriptor& d = *it->second;
-    const SearchSpace space(d.space);
-    const auto trials = earlier_trials(store, fp, op, key, d, "hot");
-    // A point the sweep did not store ran as an earlier one with its canonical form.
-    const ShapeKey shape_key = ShapeKey::parse(key);
-    std::map<std::string, Evaluation> by_canonical;
-    const auto canonical_of = [&](const LaunchConfig& point) {
-      return canonical_form(d, shape_key, point);
-    };
-    for (std::size_t i = 0; i < space.size(); ++i) {
-      const auto t = trials.find(space.point(i).str());
-      if (t != trials.end() && t->second) by_canonical.emplace(canonical_of(space.point(i)), t->second);
-    }
-    std::vector<Evaluation> recorded(space.size());
-    std::size_t covered = 0;
-    for (std::size_t i = 0; i < space.size(); ++i) {
-      if (const auto t = trials.find(space.point(i).str()); t != trials.end()) {
-        recorded[i] = t->second;
-      } else if (const auto c = by_canonical.find(canonical_of(space.point(i)));
-                 c != by_canonical.end() &&
-                 d.can_run(shape_key, d.complete(shape_key, space.point(i)))) {
-        recorded[i] = c->second;
-      } else {
-        break;
-      }
-      ++covered;
-    }
-    if (covered != space.size()) continue;  // not a complete sweep
+    const SearchSpace space(it->second->space);
+    const auto recorded = recorded_sweep(store, fp, op, key, *it->second, space);
+    if (!recorded) continue;
     auto s = make_strategy(strategy, seed);
-    out.push_back({op, key, kernel, space.size(), evaluations_to_reach(space, *s, recorded, tolerance)});
+    out.push_back(
+        {op, key, kernel, space.size(), evaluations_to_reach(space, *s, *recorded, tolerance)});
   }
   return out;
 }

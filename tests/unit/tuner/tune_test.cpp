@@ -186,5 +186,29 @@ TEST(Tune, BadRequestsAreClearErrors) {
   std::remove("/tmp/unused.db");
 }
 
+// The message tune(o) throws as ka::ValueError ("" when it throws none).
+std::string value_error_of(const TuneOptions& o) {
+  try {
+    tune(o);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Tune, ErrorsNameTheOptionNotTheTool) {
+  // ka-tune's main() prefixes "ka-tune: error: "; the library's messages start with what they
+  // are about.
+  TuneOptions o = tiny("/tmp/unused.db");
+  o.shapes = {};
+  EXPECT_EQ(value_error_of(o).rfind("no shapes to tune for aten::addmm", 0), 0U)
+      << value_error_of(o);
+  o = tiny("/tmp/unused.db");
+  o.threads = -1;
+  EXPECT_EQ(value_error_of(o).rfind("--threads must be >= 0 (0 means all cores), got -1", 0), 0U)
+      << value_error_of(o);
+  std::remove("/tmp/unused.db");
+}
+
 }  // namespace
 }  // namespace ka::tuner

@@ -55,8 +55,9 @@ struct ShapeOutcome {
   double best_median_ns = 0.0;
   double default_median_ns = 0.0;
   double gain = 1.0;  ///< default / best
-  bool separated = false;  ///< The winner beat the runner-up at 95% (else a tie went to the
-                           ///< config closest to the default).
+  bool separated = false;  ///< The winner was faster than the runner-up in enough paired
+                           ///< rounds; false also when a tie kept the default (Note [Paired
+                           ///< finals], ka/tuner/paired_finals.hpp).
   std::size_t evaluated = 0;  ///< Configurations measured in this run.
   std::size_t reused = 0;     ///< Configurations whose trials an earlier run stored.
   std::size_t equivalent = 0; ///< Configurations that run as one already measured (same
