@@ -24,9 +24,10 @@ constexpr const char* kAbout =
     "through ka's extractor, checked against libtorch, timed (median, repetitions until the\n"
     "CI95 half-width is within --target-ci of it or the per-config budget ends; hot cache)\n"
     "and stored in the database as it lands; an interrupted sweep (even kill -9) resumes\n"
-    "where it stopped when run again. The best candidates are re-measured until the winner\n"
-    "is separated from the runner-up at 95% (else the default wins a tie); winners go to the\n"
-    "recommendation table (load it with KA_TUNED_TABLE=<db>).";
+    "where it stopped when run again. The best candidates and the default are then timed in\n"
+    "8 paired rounds; one replaces the default only if it was faster in at least 7 of them\n"
+    "(a sign test at 95%; else the default wins a tie); winners go to the recommendation\n"
+    "table (load it with KA_TUNED_TABLE=<db>).";
 
 int fail(int code, const std::string& what) {
   std::fprintf(stderr, "ka-tune: error: %s\n", what.c_str());
@@ -185,7 +186,7 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
                 r.separated ? "" : " (tie with #2)");
   }
   std::printf("(gain = default config's median / best's, both re-measured together; \"tie with "
-              "#2\": the best was not separated from the runner-up at 95%%; \"equivalent\": "
+              "#2\": the best was not faster than the runner-up in 7 of the 8 paired rounds; \"equivalent\": "
               "configs that run exactly as one measured already, given its time)\n");
 }
 

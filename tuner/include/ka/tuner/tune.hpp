@@ -71,8 +71,8 @@ struct ShapeOutcome {
 /// a GPU); every trial is written to
 /// the database as it lands (so a killed sweep resumes without losing or repeating trials:
 /// configurations already stored for this device, kernel version and shape are reused, not
-/// re-run); the best few are re-measured until the winner is separated at 95% or declared a
-/// tie; the winner becomes the shape's recommendation. Throws ka::ValueError for a bad op or
+/// re-run); the best few and the default are timed again in paired rounds (Note [Paired
+/// finals], select_winner), and the winner becomes the shape's recommendation. Throws ka::ValueError for a bad op or
 /// shape, ka::DbError when the database cannot be written, ka::CudaError when `device` is
 /// CUDA and no GPU (or no CUDA libtorch) is here.
 std::vector<ShapeOutcome> tune(const TuneOptions& options);
