@@ -444,21 +444,12 @@ bool run_block_fused(const EwJob& job, std::int64_t begin, std::int64_t end) {
   return true;
 }
 
-void run_block(const EwJob& job, std::int64_t block) {
+// Elements [begin, end) by interpreting the program chunk by chunk in registers: any
+// layout (strided inputs gathered, a strided out scattered), any program.
+void run_block_interpreted(const EwJob& job, std::int64_t begin, std::int64_t end, bool strided) {
   const ElementwiseArgs& a = *job.args;
   const EwProgram& p = a.program;
-  const std::int64_t begin = block * job.block_elems;
-  const std::int64_t end = std::min(job.total, begin + job.block_elems);
   const std::int64_t first_len = std::min(kChunk, end - begin);
-
-  bool strided = false;
-  for (int t = 0; t < job.tensors; ++t) strided = strided || job.access[t] == Access::kGather;
-  if (!strided && !job.stream && end - begin <= kScalarElems) {
-    run_block_scalar(job, begin, end);
-    return;
-  }
-  if (!strided && run_block_single_op(job, begin, end)) return;
-  if (run_block_fused(job, begin, end)) return;
   Layout layout;
   if (strided) collapse(a, job.tensors, layout);
 
@@ -533,6 +524,21 @@ void run_block(const EwJob& job, std::int64_t block) {
     }
   }
   if (job.stream) detail::stream_fence();
+}
+
+void run_block(const EwJob& job, std::int64_t block) {
+  const std::int64_t begin = block * job.block_elems;
+  const std::int64_t end = std::min(job.total, begin + job.block_elems);
+
+  bool strided = false;
+  for (int t = 0; t < job.tensors; ++t) strided = strided || job.access[t] == Access::kGather;
+  if (!strided && !job.stream && end - begin <= kScalarElems) {
+    run_block_scalar(job, begin, end);
+    return;
+  }
+  if (!strided && run_block_single_op(job, begin, end)) return;
+  if (run_block_fused(job, begin, end)) return;
+  run_block_interpreted(job, begin, end, strided);
 }
 
 void ew_grid(std::int64_t numel, std::int64_t block_elems, Dim3& grid, Dim3& block) {

@@ -394,25 +394,11 @@ void softmax_rows_avx512(const SoftmaxJob& job, const RowTensors& rt, const Spac
   }
 }
 
-void softmax_block(const SoftmaxJob& job, std::int64_t block) {
-  const SoftmaxArgs& a = *job.args;
-  const EwProgram& p = a.prologue;
-  const RowTensors rt = row_tensors(a.out, a.inputs, p.inputs);
-  Space row;
-  Space outer;
-  split_spaces(rt.t, rt.count, a.out, std::uint64_t{1} << a.dim, row, outer);
+// Rows [r0, r1) of any layout on any ISA: two passes over each row (Note in the loop).
+void softmax_rows_generic(const SoftmaxJob& job, const RowTensors& rt, const Space& row,
+                          const Space& outer, std::int64_t r0, std::int64_t r1, RowScratch& s) {
+  const EwProgram& p = job.args->prologue;
   const std::int64_t len_row = row.volume();
-  RowScratch s;
-  if (column_layout(rt, row, outer)) {
-    softmax_columns(a, rt, row, outer, block * job.rows_per_block,
-                    std::min(job.rows, (block + 1) * job.rows_per_block), s);
-    return;
-  }
-  const std::int64_t r1 = std::min(job.rows, (block + 1) * job.rows_per_block);
-  if (detail::avx512_active() && row_contiguous(row, 0)) {
-    softmax_rows_avx512(job, rt, row, outer, block * job.rows_per_block, r1, s);
-    return;
-  }
   constexpr std::int64_t kMaxChunks = 1024;
   float chunk_max[kMaxChunks];
   // Streaming out: pass 1 keeps e^(x - m_c) in a per-thread row buffer (bounded by the
@@ -422,7 +408,7 @@ void softmax_block(const SoftmaxJob& job, std::int64_t block) {
   if (stream && row_buffer.size() < static_cast<std::size_t>(len_row)) {
     row_buffer.resize(static_cast<std::size_t>(len_row));
   }
-  for (std::int64_t r = block * job.rows_per_block; r < r1; ++r) {
+  for (std::int64_t r = r0; r < r1; ++r) {
     const float* bases[kMaxRowTensors];
     row_bases(rt, outer, r, bases);
     float* out = const_cast<float*>(bases[0]);
@@ -483,6 +469,26 @@ void softmax_block(const SoftmaxJob& job, std::int64_t block) {
     }
   }
   if (stream) detail::stream_fence();
+}
+
+void softmax_block(const SoftmaxJob& job, std::int64_t block) {
+  const SoftmaxArgs& a = *job.args;
+  const RowTensors rt = row_tensors(a.out, a.inputs, a.prologue.inputs);
+  Space row;
+  Space outer;
+  split_spaces(rt.t, rt.count, a.out, std::uint64_t{1} << a.dim, row, outer);
+  RowScratch s;
+  if (column_layout(rt, row, outer)) {
+    softmax_columns(a, rt, row, outer, block * job.rows_per_block,
+                    std::min(job.rows, (block + 1) * job.rows_per_block), s);
+    return;
+  }
+  const std::int64_t r1 = std::min(job.rows, (block + 1) * job.rows_per_block);
+  if (detail::avx512_active() && row_contiguous(row, 0)) {
+    softmax_rows_avx512(job, rt, row, outer, block * job.rows_per_block, r1, s);
+    return;
+  }
+  softmax_rows_generic(job, rt, row, outer, block * job.rows_per_block, r1, s);
 }
 
 // ---- layer_norm ------------------------------------------------------------------------
