@@ -190,7 +190,9 @@ std::string Measurement::str() const {
 
 namespace detail {
 
-Measurement measure_loop(const Sampler& sampler, const MeasureOptions& o) {
+namespace {
+
+void check_options(const MeasureOptions& o) {
   KA_CHECK(o.warmup_runs >= 0, "measure: warmup_runs must be >= 0, got ", o.warmup_runs);
   KA_CHECK(o.min_repetitions >= 1, "measure: min_repetitions must be >= 1, got ",
            o.min_repetitions);
@@ -200,6 +202,29 @@ Measurement measure_loop(const Sampler& sampler, const MeasureOptions& o) {
            o.target_rel_ci95);
   KA_CHECK(o.budget_s > 0.0, "measure: budget_s must be > 0, got ", o.budget_s);
   KA_CHECK(o.batch >= 0, "measure: batch must be >= 0 (0 = automatic), got ", o.batch);
+}
+
+// Grows the batch until one sample lasts o.min_sample_s (within the budget); a call that takes
+// longer on its own needs no batching. `last_call_ns` is the last warm-up call's time (0: none).
+int automatic_batch(const std::function<double(int)>& time_calls, const MeasureOptions& o,
+                    double last_call_ns, Clock::time_point start) {
+  const double target_ns = o.min_sample_s * 1e9;
+  if (last_call_ns <= 0.0) last_call_ns = time_calls(1);
+  int batch = 1;
+  double sample_ns = last_call_ns;
+  while (sample_ns < target_ns && batch < (1 << 20) && seconds_since(start) < o.budget_s) {
+    const double grow = sample_ns > 0.0 ? target_ns / sample_ns : 16.0;
+    batch = static_cast<int>(std::min<double>(
+        1 << 20, std::ceil(static_cast<double>(batch) * std::clamp(grow * 1.2, 2.0, 16.0))));
+    sample_ns = time_calls(batch);
+  }
+  return batch;
+}
+
+}  // namespace
+
+Measurement measure_loop(const Sampler& sampler, const MeasureOptions& o) {
+  check_options(o);
 
   const auto start = Clock::now();
   Measurement m;
@@ -227,19 +252,7 @@ Measurement measure_loop(const Sampler& sampler, const MeasureOptions& o) {
 
   m.batch = cold ? 1 : o.batch;
   if (m.batch == 0) {
-    // Grow the batch until one sample lasts min_sample_s; a call that takes longer on its own
-    // needs no batching.
-    const double target_ns = o.min_sample_s * 1e9;
-    if (last_call_ns <= 0.0) last_call_ns = time_calls(1);
-    int batch = 1;
-    double sample_ns = last_call_ns;
-    while (sample_ns < target_ns && batch < (1 << 20) && seconds_since(start) < o.budget_s) {
-      const double grow = sample_ns > 0.0 ? target_ns / sample_ns : 16.0;
-      batch = static_cast<int>(std::min<double>(
-          1 << 20, std::ceil(static_cast<double>(batch) * std::clamp(grow * 1.2, 2.0, 16.0))));
-      sample_ns = time_calls(batch);
-    }
-    m.batch = batch;
+    m.batch = automatic_batch(sampler.time, o, last_call_ns, start);
   }
 
   const auto max_reps = static_cast<std::size_t>(o.max_repetitions);
