@@ -259,13 +259,16 @@ struct Rounds {
   }
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
   int threads = static_cast<int>(ka::kernels::cpu_thread_limit());
   int rounds = 9;
   std::string only;
   std::string vs_label;  // the --vs overrides as given
+};
+
+// Parses the command line into `args` (and the --set/--vs overrides); returns -1 to go on, else
+// the exit code (0 after --help, 2 for a bad option).
+int parse_arguments(int argc, char** argv, Args& args) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -291,11 +294,11 @@ int main(int argc, char** argv) {
     }
     const char* v = argv[++i];
     if (a == "--threads") {
-      threads = std::max(1, std::atoi(v));
+      args.threads = std::max(1, std::atoi(v));
     } else if (a == "--rounds") {
-      rounds = std::max(1, std::atoi(v));
+      args.rounds = std::max(1, std::atoi(v));
     } else if (a == "--only") {
-      only = v;
+      args.only = v;
     } else if (a == "--set" || a == "--vs") {
       const char* eq = std::strchr(v, '=');
       if (eq == nullptr) {
@@ -303,12 +306,74 @@ int main(int argc, char** argv) {
         return 2;
       }
       (a == "--set" ? g_overrides : g_vs).emplace_back(std::string(v, eq), std::atoll(eq + 1));
-      vs_label += (a == "--vs" ? std::string(vs_label.empty() ? "" : ",") + v : "");
+      args.vs_label += (a == "--vs" ? std::string(args.vs_label.empty() ? "" : ",") + v : "");
     } else {
       std::fprintf(stderr, "ka_memory_bench: unknown option %s (see --help)\n", a.c_str());
       return 2;
     }
   }
+  return -1;
+}
+
+// Times `kern` over `rounds` rounds between copy probes (and its --vs twin in the same rounds)
+// and prints its line; `hot` is the same kernel on a small problem, for the hot figure.
+void time_kernel(const Kernel& kern, const Kernel& hot, int threads, int rounds,
+                 const std::string& vs_label) {
+  ka::profiler::CopyProbe probe(threads, static_cast<std::size_t>(kern.bytes / 2.0));
+  // Under --vs each round times both configs between the same two probes, in alternating
+  // order: their ratio is paired, immune to the bandwidth moving between rounds.
+  const bool vs = static_cast<bool>(kern.call_vs);
+  kern.call();  // first touch of the output, outside the timing
+  if (vs) kern.call_vs();
+  if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
+    std::printf("  config: %s\n", kern.config.c_str());
+    if (vs) std::printf("  --vs config: %s\n", kern.config_vs.c_str());
+  }
+  Rounds a;
+  Rounds b;
+  std::vector<double> paired;  // time of --vs over time of the default, per round
+  for (int r = 0; r < rounds; ++r) {
+    const double before = probe.measure(2).gbytes_per_s;
+    double ta = 0.0;
+    double tb = 0.0;
+    // Under --vs one untimed call first: the other config's last call may have left the
+    // output in the caches, which a streamed output would pay for.
+    const auto timed = [vs](const std::function<void()>& f) {
+      if (vs) f();
+      return seconds_of(f, 5);
+    };
+    if (vs && r % 2 == 1) tb = timed(kern.call_vs);
+    ta = timed(kern.call);
+    if (vs && r % 2 == 0) tb = timed(kern.call_vs);
+    const double after = probe.measure(2).gbytes_per_s;
+    a.add(kern.bytes, ta, before, after);
+    if (vs) {
+      b.add(kern.bytes, tb, before, after);
+      paired.push_back(tb / ta);
+    }
+    if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
+      std::printf("  round %d: probe %.1f, kernel %.1f", r, before, kern.bytes / ta / 1e9);
+      if (vs) std::printf(" (--vs %.1f)", kern.bytes / tb / 1e9);
+      std::printf(", probe %.1f GB/s\n", after);
+    }
+  }
+  a.print(kern.name, kern.bytes, hot_ns_per_element(hot.call, hot.elements));
+  if (vs) {
+    b.print(kern.name + " [" + vs_label + "]", kern.bytes,
+            hot_ns_per_element(hot.call_vs, hot.elements));
+    std::printf("%-11s   --vs time / default time: median %.3f over %d paired rounds\n", "",
+                ka::profiler::summarize(paired).median, rounds);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (const int code = parse_arguments(argc, argv, args); code >= 0) return code;
+  const int threads = args.threads;
+  const int rounds = args.rounds;
+  const std::string& only = args.only;
   ka::kernels::set_cpu_thread_limit(threads);
   std::vector<std::unique_ptr<Floats>> keep;
   const std::vector<Kernel> big = make_kernels(4096, keep, only);
@@ -327,53 +392,7 @@ int main(int argc, char** argv) {
   std::printf("%-11s | %8s %7s %7s | %9s %9s | %s\n", "kernel", "ms", "GB/s", "%copy",
               "probe lo", "probe hi", "hot, 1 thread: ns/elem");
   for (std::size_t k = 0; k < big.size(); ++k) {
-    const Kernel& kern = big[k];
-    ka::profiler::CopyProbe probe(threads, static_cast<std::size_t>(kern.bytes / 2.0));
-    // Under --vs each round times both configs between the same two probes, in alternating
-    // order: their ratio is paired, immune to the bandwidth moving between rounds.
-    const bool vs = static_cast<bool>(kern.call_vs);
-    kern.call();  // first touch of the output, outside the timing
-    if (vs) kern.call_vs();
-    if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
-      std::printf("  config: %s\n", kern.config.c_str());
-      if (vs) std::printf("  --vs config: %s\n", kern.config_vs.c_str());
-    }
-    Rounds a;
-    Rounds b;
-    std::vector<double> paired;  // time of --vs over time of the default, per round
-    for (int r = 0; r < rounds; ++r) {
-      const double before = probe.measure(2).gbytes_per_s;
-      double ta = 0.0;
-      double tb = 0.0;
-      // Under --vs one untimed call first: the other config's last call may have left the
-      // output in the caches, which a streamed output would pay for.
-      const auto timed = [vs](const std::function<void()>& f) {
-        if (vs) f();
-        return seconds_of(f, 5);
-      };
-      if (vs && r % 2 == 1) tb = timed(kern.call_vs);
-      ta = timed(kern.call);
-      if (vs && r % 2 == 0) tb = timed(kern.call_vs);
-      const double after = probe.measure(2).gbytes_per_s;
-      a.add(kern.bytes, ta, before, after);
-      if (vs) {
-        b.add(kern.bytes, tb, before, after);
-        paired.push_back(tb / ta);
-      }
-      if (std::getenv("KA_MEMORY_BENCH_VERBOSE") != nullptr) {
-        std::printf("  round %d: probe %.1f, kernel %.1f", r, before, kern.bytes / ta / 1e9);
-        if (vs) std::printf(" (--vs %.1f)", kern.bytes / tb / 1e9);
-        std::printf(", probe %.1f GB/s\n", after);
-      }
-    }
-    const Kernel& hot = small[k];
-    a.print(kern.name, kern.bytes, hot_ns_per_element(hot.call, hot.elements));
-    if (vs) {
-      b.print(kern.name + " [" + vs_label + "]", kern.bytes,
-              hot_ns_per_element(hot.call_vs, hot.elements));
-      std::printf("%-11s   --vs time / default time: median %.3f over %d paired rounds\n", "",
-                  ka::profiler::summarize(paired).median, rounds);
-    }
+    time_kernel(big[k], small[k], threads, rounds, args.vs_label);
   }
   std::puts("(ms and GB/s: median over rounds of the mean of 5 calls; %copy: median over rounds "
             "of GB/s over the mean of the copy probes taken right before and after (each the best "

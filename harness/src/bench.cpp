@@ -528,12 +528,9 @@ int peer_width(const std::string& peer) {
   return std::max(10, static_cast<int>(peer.size()) + 3);
 }
 
-void print_gemm_summary(const Session& s, std::FILE* out) {
-  const auto& refs = s.context.references;
-  const bool with_lt = std::find(refs.begin(), refs.end(), kImplLibtorch) != refs.end();
-  const std::vector<std::string> peers = peers_of(s);
-  // ka/best says more than ka/lt only when a peer library is timed too.
-  const bool with_best = std::any_of(refs.begin(), refs.end(), detail::is_peer);
+// The GEMM summary's column titles.
+std::string gemm_summary_head(const std::vector<std::string>& peers, bool with_lt,
+                              bool with_best) {
   std::string head = fmt::format("{:<28} {:>6} {:>6} {:>6} | {:>10} {:>9} {:>6}", "case", "M", "K",
                                  "N", "ka ms", "GFLOP/s", "%peak");
   if (with_lt) head += fmt::format(" | {:>10} {:>9} {:>6}", "libtorch ms", "GFLOP/s", "%peak");
@@ -542,7 +539,32 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
   }
   if (with_lt) head += fmt::format(" | {:>8}", "ka/lt");
   if (with_best) head += fmt::format(" | {:>8} {}", "ka/best", "best");
-  fmt::print(out, "{}\n", head);
+  return head;
+}
+
+// The range of the per-case FMA probes %peak was quoted against.
+void print_peak_probe_range(const Session& s, std::FILE* out) {
+  double low = 0.0;
+  double high = 0.0;
+  for (const CaseState& cs : s.cases) {
+    if (cs.peak_gflops <= 0.0) continue;
+    low = low > 0.0 ? std::min(low, cs.peak_gflops) : cs.peak_gflops;
+    high = std::max(high, cs.peak_gflops);
+  }
+  if (high > 0.0) {
+    fmt::print(out, "(%peak: GFLOP/s over the FMA peak probed right before each case; the probes "
+                    "ranged {:.1f} to {:.1f} GFLOP/s)\n",
+               low, high);
+  }
+}
+
+void print_gemm_summary(const Session& s, std::FILE* out) {
+  const auto& refs = s.context.references;
+  const bool with_lt = std::find(refs.begin(), refs.end(), kImplLibtorch) != refs.end();
+  const std::vector<std::string> peers = peers_of(s);
+  // ka/best says more than ka/lt only when a peer library is timed too.
+  const bool with_best = std::any_of(refs.begin(), refs.end(), detail::is_peer);
+  fmt::print(out, "{}\n", gemm_summary_head(peers, with_lt, with_best));
   double log_sum = 0.0;
   int ratios = 0;
   double best_log_sum = 0.0;
@@ -602,18 +624,7 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
                     "than all of them)\n",
                best_ratios, std::exp(best_log_sum / best_ratios), names);
   }
-  double low = 0.0;
-  double high = 0.0;
-  for (const CaseState& cs : s.cases) {
-    if (cs.peak_gflops <= 0.0) continue;
-    low = low > 0.0 ? std::min(low, cs.peak_gflops) : cs.peak_gflops;
-    high = std::max(high, cs.peak_gflops);
-  }
-  if (high > 0.0) {
-    fmt::print(out, "(%peak: GFLOP/s over the FMA peak probed right before each case; the probes "
-                    "ranged {:.1f} to {:.1f} GFLOP/s)\n",
-               low, high);
-  }
+  print_peak_probe_range(s, out);
 }
 
 // Decode cases (M <= 16) against their roofline: they are bound by reading B once.
