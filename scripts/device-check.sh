@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The GPU evidence for the CUDA backend (issue 7), on a machine with an NVIDIA GPU that reaches
-# no package registry (the device tool's H200): what the machine is; ka configured with CUDA
+# The GPU evidence for the CUDA backend, on a machine with an NVIDIA Hopper GPU (sm_90) that
+# reaches no package registry: what the machine is; ka configured with CUDA
 # for sm_90 against the libtorch there (python3's torch, 2.x with CUDA) and the Debian packages
 # carried in .device/deps (scripts/device-deps.sh fetches them here); built; `ctest -L gpu`;
 # then ka_gpu_bench (bench/gpu_bench.cpp): copy bandwidth, ka's element-wise kernel as % of it,
 # ka's SGEMM swept over its whole space against cuBLAS, CUPTI against CUDA events; then
 # ka-bench --device cuda (matmul and gemm_gpu suites against cuBLAS), a short ka-tune of the
 # 4096^3 SGEMM on the GPU and ka-bench with that table.
-# Logs go to $OUT (the device tool's output folder) or ./device-check-out. Each stage says
+# Logs go to $OUT (when set, e.g. by a remote runner) or ./device-check-out. Each stage says
 # how long it took; a failed stage stops the script with its log's tail.
 #
 # Here:   scripts/device-deps.sh

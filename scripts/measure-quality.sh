@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measurement quality (issue 5): the same GEMM cases timed by ka-bench twice, and by a plain
+# Measurement quality: the same GEMM cases timed by ka-bench twice, and by a plain
 # Google Benchmark loop over the same kernel and configuration; prints the medians and ratios.
 # Run on a quiet machine after scripts/setup.sh:
 #   scripts/measure-quality.sh [BUILD_DIR] [THREADS] [REPETITIONS]
