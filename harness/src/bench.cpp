@@ -1189,13 +1189,15 @@ void check_options(const BenchOptions& options, bool gpu, BenchOptions& settled)
 }
 
 // Hands Google Benchmark its flags (repetitions, min time, the user's --benchmark_*), which it
-// checks before anything is measured.
+// checks before anything is measured. benchmark::Initialize keeps a pointer to argv[0] (the
+// program name its reports print), so the strings live as long as the process.
 void initialize_google_benchmark(const BenchOptions& options) {
-  std::vector<std::string> args = {"ka-bench",
-                                   "--benchmark_repetitions=" + std::to_string(options.repetitions),
-                                   fmt::format("--benchmark_min_time={}", options.min_time_s)};
+  static std::vector<std::string> args;
+  args = {"ka-bench", "--benchmark_repetitions=" + std::to_string(options.repetitions),
+          fmt::format("--benchmark_min_time={}", options.min_time_s)};
   args.insert(args.end(), options.benchmark_flags.begin(), options.benchmark_flags.end());
-  std::vector<char*> argv;
+  static std::vector<char*> argv;
+  argv.clear();
   for (auto& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());
   benchmark::Initialize(&argc, argv.data());
