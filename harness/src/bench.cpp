@@ -516,26 +516,26 @@ const Outcome* best_reference(const Session& s, std::size_t i, std::string& name
 
 // What --vs names besides libtorch (the peer libraries, ka-kernel), in order: a time and a
 // GFLOP/s column each in the summary.
-std::vector<std::string> peers_of(const Session& s) {
-  std::vector<std::string> peers;
+std::vector<std::string> extra_columns_of(const Session& s) {
+  std::vector<std::string> extras;
   for (const std::string& ref : s.context.references) {
-    if (ref != kImplLibtorch) peers.push_back(ref);
+    if (ref != kImplLibtorch) extras.push_back(ref);
   }
-  return peers;
+  return extras;
 }
 
-int peer_width(const std::string& peer) {
-  return std::max(10, static_cast<int>(peer.size()) + 3);
+int extra_column_width(const std::string& impl) {
+  return std::max(10, static_cast<int>(impl.size()) + 3);
 }
 
 // The GEMM summary's column titles.
-std::string gemm_summary_head(const std::vector<std::string>& peers, bool with_lt,
+std::string gemm_summary_head(const std::vector<std::string>& extras, bool with_lt,
                               bool with_best) {
   std::string head = fmt::format("{:<28} {:>6} {:>6} {:>6} | {:>10} {:>9} {:>6}", "case", "M", "K",
                                  "N", "ka ms", "GFLOP/s", "%peak");
   if (with_lt) head += fmt::format(" | {:>10} {:>9} {:>6}", "libtorch ms", "GFLOP/s", "%peak");
-  for (const std::string& p : peers) {
-    head += fmt::format(" | {:>{}} {:>9}", p + " ms", peer_width(p), "GFLOP/s");
+  for (const std::string& e : extras) {
+    head += fmt::format(" | {:>{}} {:>9}", e + " ms", extra_column_width(e), "GFLOP/s");
   }
   if (with_lt) head += fmt::format(" | {:>8}", "ka/lt");
   if (with_best) head += fmt::format(" | {:>8} {}", "ka/best", "best");
@@ -561,10 +561,10 @@ void print_peak_probe_range(const Session& s, std::FILE* out) {
 void print_gemm_summary(const Session& s, std::FILE* out) {
   const auto& refs = s.context.references;
   const bool with_lt = std::find(refs.begin(), refs.end(), kImplLibtorch) != refs.end();
-  const std::vector<std::string> peers = peers_of(s);
+  const std::vector<std::string> extras = extra_columns_of(s);
   // ka/best says more than ka/lt only when a peer library is timed too.
   const bool with_best = std::any_of(refs.begin(), refs.end(), detail::is_peer);
-  fmt::print(out, "{}\n", gemm_summary_head(peers, with_lt, with_best));
+  fmt::print(out, "{}\n", gemm_summary_head(extras, with_lt, with_best));
   double log_sum = 0.0;
   int ratios = 0;
   double best_log_sum = 0.0;
@@ -590,9 +590,9 @@ void print_gemm_summary(const Session& s, std::FILE* out) {
                                   cs.c.n, cells(ko));
     const Outcome* lo = outcome_of(s, i, kImplLibtorch);
     if (with_lt) row += " | " + cells(lo);
-    for (const std::string& p : peers) {
-      const Outcome* po = outcome_of(s, i, p);
-      const int width = peer_width(p);
+    for (const std::string& e : extras) {
+      const Outcome* po = outcome_of(s, i, e);
+      const int width = extra_column_width(e);
       if (!timed(po)) {
         row += fmt::format(" | {} {:>9}", time_cell(po, width), "-");
       } else {
