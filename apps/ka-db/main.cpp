@@ -48,6 +48,18 @@ void require_file(const std::string& path, const char* what) {
                 "': ", fs::exists(path, ec) ? "not a regular file" : "no such file");
 }
 
+// An export that replaced its own input would destroy the database it reads (the export is
+// renamed over --out). Compared by device and inode, so another path to the same file or a
+// hard link to it is caught too.
+void refuse_overwriting_input(const std::string& in, const std::string& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (fs::equivalent(in, out, ec) && !ec) {
+    throw UsageError("--out '" + out + "' is the database being read (--db '" + in +
+                     "'); write the export to another file");
+  }
+}
+
 std::string duration(double ns) {
   return std::isnan(ns) ? std::string("-") : ka::profiler::format_duration_ns(ns);
 }
@@ -287,6 +299,7 @@ int run_export(const ExportOptions& o) {
         "header");
   }
   require_file(o.db, "database");
+  refuse_overwriting_input(o.db, o.out);
   const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
   const auto table = ka::db::RecommendationTable::load(o.db, fp, this_build_kernels());
   if (table.size() == 0) {

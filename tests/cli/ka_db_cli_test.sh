@@ -150,6 +150,23 @@ case "$case_name" in
       grep -q "Usage: ka-db $sub" "$tmp/out" || fail "$sub --help has no usage"
     done
     ;;
+  export_self)
+    # An export never replaces the database it reads, whatever the format and however --out
+    # names it (the same path, another path, a hard link): exit 2, both paths named, the
+    # database byte for byte as it was.
+    tune "$tmp/ka.db" 16x32x48 1
+    cp "$tmp/ka.db" "$tmp/before.db"
+    ln "$tmp/ka.db" "$tmp/link.db"
+    mkdir "$tmp/sub"
+    for format in sqlite json header; do
+      for out in "$tmp/ka.db" "$tmp/sub/../ka.db" "$tmp/link.db"; do
+        expect_fail 2 "ka-db: error: --out '$out' is the database being read (--db '$tmp/ka.db'); write the export to another file" \
+          "$ka_db" export --db "$tmp/ka.db" --format $format --out "$out"
+        cmp -s "$tmp/ka.db" "$tmp/before.db" || fail "export --format $format --out $out changed the database"
+      done
+    done
+    "$ka_db" export --db "$tmp/ka.db" --format sqlite --out "$tmp/other.sqlite" >"$tmp/out" 2>"$tmp/err" || fail "export to another file failed"
+    ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac
