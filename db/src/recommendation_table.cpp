@@ -14,6 +14,14 @@
 #include <tuple>
 #include <utility>
 
+// Note [Validated rows]
+// Every reader of `recommendations` (RecommendationTable::load, ka-db import, merge, diff and
+// show) goes through read_recommendations(), which refuses, naming the file and row id, a row
+// ka could not have written: a NULL where ka always writes a value, text where a number
+// belongs (SQLite would read 'abc' as 0.0), a median or gain that is not finite and > 0 (a
+// median of -1e308 would win every later merge), a shape key that does not parse. So a
+// merge checks each row exactly as an import does, before its transaction writes anything.
+
 // Note [Lookup order]
 // lookup(op, key) answers, in this order:
 //   1. exact: a row for `op` whose shape key equals key.str() (provenance kExact);
@@ -174,12 +182,52 @@ void check_table_schema(Connection& db) {
                 "database or table export?");
 }
 
+namespace {
+
+// Why the current row of `st` (read_recommendations' columns) is not a recommendation ka
+// wrote, or empty: a required column NULL, a number stored as text, a median or gain that is
+// not finite and > 0, a shape key that does not parse. See Note [Validated rows].
+std::string row_problem(const Statement& st) {
+  static constexpr std::array<std::pair<int, const char*>, 6> kRequired = {{
+      {1, "fingerprint"}, {2, "op"}, {3, "shape_key"}, {4, "kernel"}, {6, "config"},
+      {11, "created_at"}}};
+  for (const auto& [index, name] : kRequired) {
+    if (st.column_is_null(index)) return std::string(name) + " is NULL";
+  }
+  if (!st.column_is_number(5) || st.column_double(5) != static_cast<double>(st.column_int64(5))) {
+    return "kernel_version '" + st.column_text(5) + "' is not a whole number";
+  }
+  for (const auto& [index, name] : {std::pair{8, "median_ns"}, std::pair{9, "gain_over_default"}}) {
+    if (st.column_is_null(index)) continue;
+    if (!st.column_is_number(index) || !std::isfinite(st.column_double(index)) ||
+        st.column_double(index) <= 0) {
+      return std::string(name) + " '" + st.column_text(index) + "' is not a finite number > 0";
+    }
+  }
+  if (!st.column_is_null(10) && !st.column_is_number(10)) {
+    return "source_run '" + st.column_text(10) + "' is not a run id";
+  }
+  const std::string shape_key = st.column_text(3);
+  if (shape_key == kArchDefaultShape) return {};
+  try {
+    (void)ShapeKey::parse(shape_key);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
 std::vector<Recommendation> read_recommendations(Connection& db) {
   std::vector<Recommendation> rows;
   auto st = db.prepare(
       "SELECT id, fingerprint, op, shape_key, kernel, kernel_version, config, fusion, median_ns, "
       "gain_over_default, source_run, created_at FROM recommendations ORDER BY id");
   while (st.step()) {
+    const std::string problem = row_problem(st);
+    KA_CHECK_TYPE(DbError, problem.empty(), db.path(), ": recommendations row ",
+                  st.column_int64(0), ": ", problem);
     Recommendation r;
     r.fingerprint = st.column_text(1);
     r.op = st.column_text(2);

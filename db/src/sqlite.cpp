@@ -165,6 +165,10 @@ std::string Statement::column_text(int index) const {
 bool Statement::column_is_null(int index) const {
   return sqlite3_column_type(stmt_, index) == SQLITE_NULL;
 }
+bool Statement::column_is_number(int index) const {
+  const int type = sqlite3_column_type(stmt_, index);
+  return type == SQLITE_INTEGER || type == SQLITE_FLOAT;
+}
 
 Transaction::Transaction(Connection& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
 

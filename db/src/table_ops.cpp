@@ -308,10 +308,13 @@ MergeCounts merge_databases(Connection& target, const std::vector<std::string>& 
              "' into itself; give another --into");
   }
   migrate(target);
+  // Every source row is checked as an import checks it (Note [Validated rows]) before the
+  // target's transaction begins, so a refused merge writes no row.
   std::vector<Connection> opened;
   for (const std::string& path : sources) {
     Connection source(path, Connection::Mode::kReadOnly);
     detail::check_table_schema(source);
+    (void)detail::read_recommendations(source);
     opened.push_back(std::move(source));
   }
   MergeCounts counts;

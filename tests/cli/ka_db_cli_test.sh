@@ -167,6 +167,27 @@ case "$case_name" in
     done
     "$ka_db" export --db "$tmp/ka.db" --format sqlite --out "$tmp/other.sqlite" >"$tmp/out" 2>"$tmp/err" || fail "export to another file failed"
     ;;
+  merge_validates)
+    # merge checks each row as import does: a row ka could not have written is refused, named
+    # with its file and id, and the target is left as it was.
+    tune "$tmp/a.db" 16x32x48 1
+    tune "$tmp/m.db" 1x64x128 2
+    q "$tmp/m.db" .dump >"$tmp/m.before"
+    check_refused() { # SQL MESSAGE
+      cp "$tmp/a.db" "$tmp/bad.db"
+      q "$tmp/bad.db" "$1"
+      expect_fail 1 "ka-db: error: $tmp/bad.db: recommendations row " "$ka_db" merge --into "$tmp/m.db" "$tmp/bad.db"
+      grep -qF -- "$2" "$tmp/err" || fail "merge after '$1': message lacks '$2': $(cat "$tmp/err")"
+      q "$tmp/m.db" .dump | cmp -s - "$tmp/m.before" || fail "a refused merge after '$1' changed the target"
+      "$ka_db" import --db "$tmp/i.db" --in "$tmp/bad.db" >"$tmp/out" 2>"$tmp/err"
+      [ $? -eq 1 ] || fail "import accepted what merge refused after '$1'"
+      grep -qF -- "$2" "$tmp/err" || fail "import after '$1': message lacks '$2'"
+    }
+    check_refused "UPDATE recommendations SET shape_key = 'garbage'" "bad shape key 'garbage'"
+    check_refused "UPDATE recommendations SET median_ns = 'abc'" "median_ns 'abc' is not a finite number > 0"
+    check_refused "UPDATE recommendations SET median_ns = -1e308" "median_ns '-1"
+    check_refused "UPDATE recommendations SET gain_over_default = 'x'" "gain_over_default 'x' is not a finite number > 0"
+    ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ka::db {
@@ -192,6 +193,41 @@ TEST_F(TableOpsTest, MergeIsAllOrNothing) {
   EXPECT_THROW(merge_databases(target, {path("a.db"), path("bad.db")}), DbError);
   EXPECT_EQ(count(target, "SELECT count(*) FROM recommendations"), 0);
   EXPECT_THROW(merge_databases(target, {path("merged.db")}), ValueError) << "into itself";
+}
+
+// A merge checks each source row as an import does (Note [Validated rows]): a row ka could
+// not have written is refused, naming the file and row, and the target keeps what it had.
+TEST_F(TableOpsTest, MergeRefusesRowsImportRefuses) {
+  const std::vector<std::pair<std::string, std::string>> corruptions = {
+      {"UPDATE recommendations SET shape_key = 'garbage'", "recommendations row 1: "},
+      {"UPDATE recommendations SET median_ns = 'abc'", "median_ns 'abc' is not a finite number > 0"},
+      {"UPDATE recommendations SET median_ns = -1e308", "is not a finite number > 0"},
+      {"UPDATE recommendations SET gain_over_default = 'x'", "gain_over_default 'x'"},
+      {"UPDATE recommendations SET kernel_version = 'new'", "kernel_version 'new'"},
+  };
+  make_db("good.db", "box-g", {rec(3, 1, 300.0)});
+  for (const auto& [sql, message] : corruptions) {
+    SCOPED_TRACE(sql);
+    fs::remove(path("bad.db"));
+    make_db("bad.db", "box-b", {rec(1, 1, 100.0)});
+    {
+      Connection bad(path("bad.db"));
+      bad.exec(sql);
+    }
+    Connection target(path("merged.db"));
+    merge_databases(target, {path("good.db")});
+    try {
+      merge_databases(target, {path("bad.db")});
+      ADD_FAILURE() << "merge accepted the row";
+    } catch (const DbError& e) {
+      EXPECT_NE(std::string(e.what()).find(path("bad.db")), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(count(target, "SELECT count(*) FROM recommendations"), 1);
+    EXPECT_EQ(count(target, "SELECT count(*) FROM runs"), 1);
+    // Import reads the rows the same way and refuses the same file.
+    EXPECT_THROW(import_sqlite(path("bad.db"), target, kFp, {{"gemm_a", 1}}), DbError);
+  }
 }
 
 TEST(ClassifyChange, ThresholdOnlyWithoutCi) {

@@ -80,6 +80,8 @@ class Statement {
   [[nodiscard]] double column_double(int index) const;
   [[nodiscard]] std::string column_text(int index) const;
   [[nodiscard]] bool column_is_null(int index) const;
+  /// True when the column's value is stored as an INTEGER or a REAL (not text, blob or NULL).
+  [[nodiscard]] bool column_is_number(int index) const;
 
  private:
   Connection* db_;

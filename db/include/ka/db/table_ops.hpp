@@ -41,7 +41,8 @@ struct MergeCounts {
 /// transaction: all or nothing. Devices are united; runs are copied under new ids with their
 /// trials and results (a run the target already has, same start time, host, tool, command
 /// line and fingerprint, is not copied twice); recommendations follow merge_prefers(). Throws
-/// ka::DbError naming the file that cannot be read; then the target is unchanged.
+/// ka::DbError naming the file that cannot be read or the row that is not valid (checked as
+/// import_sqlite() checks it: see Note [Validated rows]); then the target is unchanged.
 MergeCounts merge_databases(Connection& target, const std::vector<std::string>& sources);
 
 /// How one (op, shape_key) compares between table A and table B.
