@@ -1,12 +1,15 @@
 // ka-bench: runs a suite of operator cases through ka and libtorch and compares them.
 #include <ka/core/error.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/core/option_checks.hpp>
 #include <ka/harness/bench.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/dispatch/dispatcher.hpp>
 #include <ka/runtime/aten_ops.hpp>
 
 #include <CLI/CLI.hpp>
+
+#include "../cli_checks.hpp"
 
 #include <cstdio>
 #include <string>
@@ -66,7 +69,8 @@ void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& f
   app.add_option("-t,--threads", options.threads,
                  "threads for libtorch and for ka, its kernels and its graph runs alike (0 = all "
                  "logical cores)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::thread_count());
   app.add_option("--device", options.device,
                  "cpu, or cuda: the suite's op cases on CUDA device 0, ka's CUDA GEMM against "
                  "libtorch's (cuBLAS), timed by CUDA events, %peak against the GPU's datasheet "
@@ -90,9 +94,11 @@ void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& f
                  "itself, and the header says what each library then runs")
       ->check(CLI::IsMember({"avx512", "avx2", "generic"}));
   app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::whole_number(1));
   app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::finite_number(false));
   app.add_flag("--explain", options.explain,
                "with --suite: run each case's ka variants once (checked against libtorch) and "
                "print the fusion groups, kernels and versions, shape keys, configs with "
@@ -153,6 +159,7 @@ int main(int argc, char** argv) {
   options.write_db = !flags.no_db;
 
   try {
+    ka::check_environment();
     if (flags.list) {
       for (const auto& name : ka::harness::list_suites(options.suites_dir)) std::printf("%s\n", name.c_str());
       return 0;

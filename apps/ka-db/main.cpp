@@ -2,6 +2,7 @@
 // show, export (SQLite table, C++ header, JSON), import, merge, diff.
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
+#include <ka/core/option_checks.hpp>
 #include <ka/db/queries.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/recommendation_table.hpp>
@@ -13,6 +14,8 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+
+#include "../cli_checks.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -338,6 +341,7 @@ struct ImportOptions {
 };
 
 int run_import(const ImportOptions& o) {
+  ka::require_database_file("--db", o.db);
   require_file(o.in, "table export");
   const std::string fp = o.fingerprint.empty() ? this_fingerprint() : o.fingerprint;
   const auto kernels = this_build_kernels();
@@ -365,6 +369,7 @@ struct MergeOptions {
 };
 
 int run_merge(const MergeOptions& o) {
+  ka::require_database_file("--into", o.into);
   for (const std::string& s : o.sources) require_file(s, "database");
   NewFileGuard guard(o.into);
   ka::db::MergeCounts c;
@@ -537,6 +542,7 @@ CLI::App* add_diff_command(CLI::App& app, DiffOptions& diff) {
       ->add_option("--threshold", diff.threshold,
                    "smallest relative change that counts (0.03 = 3%)")
       ->capture_default_str()
+      ->check(ka::apps::finite_number(true))
       ->check(CLI::Range(0.0, 10.0));
   diff_cmd->add_flag("--fail-on-regression", diff.fail_on_regression,
                      "exit 3 when any case regressed significantly");
@@ -585,6 +591,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    ka::check_environment();
     if (show_cmd->parsed()) return run_show(show);
     if (export_cmd->parsed()) return run_export(exp);
     if (import_cmd->parsed()) return run_import(imp);

@@ -2,6 +2,7 @@
 // the winners (the recommendation table the extractor consults).
 #include <ka/core/error.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/core/option_checks.hpp>
 #include <ka/harness/fusion_tune.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/profiler/measure.hpp>
@@ -10,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include "../cli_checks.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -83,17 +86,23 @@ void add_options(CLI::App& app, Args& a) {
       ->capture_default_str();
   app.add_option("--budget", o.budget,
                  "configurations run per shape (0 = as many as the strategy wants; one that runs "
-                 "exactly as one measured already is free)");
-  app.add_option("--time-budget", o.time_budget_s, "seconds per shape");
-  app.add_option("--seed", o.seed, "seed of the strategy and of the inputs")->capture_default_str();
+                 "exactly as one measured already is free)")
+      ->check(ka::apps::whole_number(0));
+  app.add_option("--time-budget", o.time_budget_s, "seconds per shape")
+      ->check(ka::apps::finite_number(false));
+  app.add_option("--seed", o.seed, "seed of the strategy and of the inputs")
+      ->capture_default_str()
+      ->check(ka::apps::whole_number(0));
   app.add_option("--db", o.db_path, "SQLite database for trials and recommendations")
       ->capture_default_str();
   app.add_flag("--fresh", o.fresh, "measure every configuration again, ignoring stored trials");
   app.add_option("--target-ci", o.measure.target_rel_ci95,
                  "stop timing a config when the CI95 half-width is this fraction of the median")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::finite_number(false));
   app.add_option("--config-budget", o.measure.budget_s, "seconds of timing per configuration")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::finite_number(false));
   app.add_option("--cache", a.cache,
                  "hot: configurations timed back to back; cold: caches flushed before every call "
                  "(trials are kept apart by cache state)")
@@ -103,7 +112,8 @@ void add_options(CLI::App& app, Args& a) {
                  "tune for at most this many threads (0 = all cores): the threads tunable and the "
                  "default config it is compared with are limited to it; keep each thread count's "
                  "table in its own --db")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::thread_count());
   app.add_option("--device", a.device,
                  "where ka's kernels run: cpu, or cuda (CUDA device 0: ka's CUDA kernels, timed by "
                  "CUDA events, checked against libtorch on the CPU; trials and winners stored "
@@ -111,12 +121,14 @@ void add_options(CLI::App& app, Args& a) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--finalists", o.finalists, "candidates re-measured to separate the winner")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::whole_number(1));
   app.add_flag("--replay", a.replay,
                "do not measure: replay --strategy against the complete sweeps stored in --db and "
                "report the evaluations it needs to get within --tolerance of each optimum");
   app.add_option("--tolerance", a.tolerance, "replay: how close to the optimum counts (0.03 = 3%)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ka::apps::finite_number(true));
   app.add_flag("--fusion", a.fusion,
                "with --suite (graph cases, e.g. fused): time each graph fused and unfused and "
                "store the measured fusion decision per pattern and shape; the extractor then "
@@ -160,6 +172,7 @@ int run_fusion(const Args& a) {
   f.suites_dir = a.suites_dir;
   f.filter = a.filter;
   f.db_path = a.o.db_path;
+  ka::require_database_file("--db", f.db_path);
   f.command_line = a.o.command_line;
   f.measure = a.o.measure;
   return ka::harness::tune_fusion(f);
@@ -217,8 +230,15 @@ int main(int argc, char** argv) {
   add_options(app, a);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + "\nRun 'ka-tune --help' for the options.");
+  }
+  try {
+    ka::check_environment();
+  } catch (const ka::ValueError& e) {
+    return fail(2, e.what());
   }
   if (a.verbose) ka::set_log_level(spdlog::level::debug);
   a.o.measure.mode =

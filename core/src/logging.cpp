@@ -1,4 +1,5 @@
 #include <ka/core/logging.hpp>
+#include <ka/core/option_checks.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -13,15 +14,16 @@ std::shared_ptr<spdlog::logger> make_logger() {
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>("ka", std::move(sink));
   logger->set_pattern("[ka %^%l%$] %v");
-  auto level = spdlog::level::info;
+  logger->set_level(spdlog::level::info);
   if (const char* env = std::getenv("KA_LOG_LEVEL"); env != nullptr && *env != '\0') {
-    const auto parsed = spdlog::level::from_str(env);
-    // from_str maps unknown names to "off"; only accept it when the user asked for it.
-    if (parsed != spdlog::level::off || std::string(env) == "off") {
-      level = parsed;
+    // The tools refuse a bad value as they start (check_environment); a library user is told.
+    if (const auto level = log_level_from_name(env)) {
+      logger->set_level(*level);
+    } else {
+      logger->warn("KA_LOG_LEVEL='{}' is not a level (expected {}); logging at info", env,
+                   kLogLevelNames);
     }
   }
-  logger->set_level(level);
   return logger;
 }
 

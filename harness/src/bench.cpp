@@ -7,6 +7,7 @@
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/core/option_checks.hpp>
 #include <ka/db/results_store.hpp>
 #include <ka/harness/bench.hpp>
 #include <ka/harness/suite.hpp>
@@ -1178,9 +1179,14 @@ void check_options(const BenchOptions& options, bool gpu, BenchOptions& settled)
   KA_CHECK(options.device == "cpu" || options.device == "cuda", "--device '", options.device,
            "': expected cpu or cuda");
   const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  KA_CHECK(options.threads >= 0, "--threads must be >= 0 (0 means all ", hw, " cores)");
+  KA_CHECK(options.threads >= 0 && options.threads <= max_threads(), "--threads ",
+           options.threads, ": expected 0 (all ", hw, " cores) to ", max_threads());
   KA_CHECK(options.repetitions >= 1, "--repetitions must be >= 1");
-  KA_CHECK(options.min_time_s > 0.0, "--min-time must be > 0 seconds");
+  KA_CHECK(std::isfinite(options.min_time_s) && options.min_time_s > 0.0,
+           "--min-time must be finite seconds > 0");
+  if (options.write_db && !options.explain && !options.breakdown) {
+    require_database_file("--db", options.db_path);
+  }
   KA_CHECK(options.isa.empty() || !gpu, "--isa ", options.isa, " restricts the CPU libraries; ",
            "not with --device cuda");
   settled.threads = options.threads == 0 ? hw : options.threads;

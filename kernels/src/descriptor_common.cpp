@@ -4,6 +4,8 @@
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
+#include <ka/core/logging.hpp>
+#include <ka/core/option_checks.hpp>
 
 #include <ka/kernels/cpu_launch.hpp>
 
@@ -23,10 +25,15 @@ int cpu_thread_limit() {
   const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   int limit = g_thread_limit.load();
   if (limit <= 0) {
-    // KA_NUM_THREADS, read once, as OMP_NUM_THREADS is for OpenMP programs.
+    // KA_NUM_THREADS, read once, as OMP_NUM_THREADS is for OpenMP programs. The tools refuse
+    // a bad value as they start (check_environment); a library user is told, and gets all cores.
     static const int from_env = [] {
-      const char* v = std::getenv("KA_NUM_THREADS");
-      return v != nullptr ? std::atoi(v) : 0;
+      try {
+        return env_thread_limit();
+      } catch (const ValueError& e) {
+        log().warn("{}; using all cores", e.what());
+        return 0;
+      }
     }();
     limit = from_env;
   }

@@ -226,6 +226,21 @@ case "$case_name" in
     done
     grep -qE "^trace: [0-9]+ spans written to $tmp/trace.json" "$tmp/err" || fail "no trace line"
     ;;
+  bad_numbers)
+    # Numeric options, a database that keeps nothing and the environment are refused before
+    # anything runs: exit 2, naming the option (or variable) and the value.
+    expect_fail 2 "ka-bench: error: --threads: '100000' is not a thread count from 0 (all cores) to " "$ka_bench" --suite smoke --db "$tmp/ka.db" --threads 100000
+    grep -qE "logical cores, at most 1024\)" "$tmp/err" || fail "--threads: the bound is not explained"
+    expect_fail 2 "--repetitions: '0' is not a whole number >= 1" "$ka_bench" --suite smoke --db "$tmp/ka.db" --repetitions 0
+    expect_fail 2 "--min-time: 'nan' is not a finite number > 0" "$ka_bench" --suite smoke --db "$tmp/ka.db" --min-time nan
+    expect_fail 2 "ka-bench: error: --db '': the results go to this database" "$ka_bench" --suite smoke --db '' "${quick[@]}"
+    expect_fail 2 "ka-bench: error: --db ':memory:': the results go to this database" "$ka_bench" --suite smoke --db :memory: "${quick[@]}"
+    for bad in 0 -1 abc 100000; do
+      expect_fail 2 "ka-bench: error: KA_NUM_THREADS='$bad': expected a whole number of threads from 1 to " env KA_NUM_THREADS=$bad "$ka_bench" --suite smoke --db "$tmp/ka.db"
+    done
+    expect_fail 2 "ka-bench: error: KA_LOG_LEVEL='bogus': expected one of trace, debug, info, warn, error, critical or off" env KA_LOG_LEVEL=bogus "$ka_bench" --suite smoke --db "$tmp/ka.db"
+    [ ! -e "$tmp/ka.db" ] || fail "a refused command created the database"
+    ;;
   device_cuda)
     # With a GPU and a CUDA libtorch: the smoke suite's op cases on CUDA device 0, timed by
     # events, against cuBLAS. Without: exit 1 and the reason, before anything runs or is stored.

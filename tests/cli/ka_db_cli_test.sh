@@ -188,6 +188,17 @@ case "$case_name" in
     check_refused "UPDATE recommendations SET median_ns = -1e308" "median_ns '-1"
     check_refused "UPDATE recommendations SET gain_over_default = 'x'" "gain_over_default 'x' is not a finite number > 0"
     ;;
+  bad_numbers)
+    # Options, databases that keep nothing and the environment: exit 2 with the reason.
+    tune "$tmp/a.db" 16x32x48 1
+    expect_fail 2 "--threshold: 'nan' is not a finite number >= 0" "$ka_db" diff "$tmp/a.db" "$tmp/a.db" --threshold nan
+    expect_fail 2 "ka-db: error: --db '': the results go to this database" "$ka_db" import --db '' --in "$tmp/a.db"
+    expect_fail 2 "ka-db: error: --db ':memory:': the results go to this database" "$ka_db" import --db :memory: --in "$tmp/a.db"
+    expect_fail 2 "ka-db: error: --into '': the results go to this database" "$ka_db" merge --into '' "$tmp/a.db"
+    expect_fail 2 "ka-db: error: --into ':memory:': the results go to this database" "$ka_db" merge --into :memory: "$tmp/a.db"
+    expect_fail 2 "ka-db: error: KA_NUM_THREADS='abc': expected a whole number of threads from 1 to " env KA_NUM_THREADS=abc "$ka_db" show --db "$tmp/a.db"
+    expect_fail 2 "ka-db: error: KA_LOG_LEVEL='bogus': expected one of " env KA_LOG_LEVEL=bogus "$ka_db" show --db "$tmp/a.db"
+    ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -73,7 +73,7 @@ case "$case_name" in
     [ "$n" = "1" ] || fail "the recommendation is not a one-thread config: $("$sqlite3" "$tmp/ka.db" "SELECT config FROM recommendations")"
     "$ka_tune" --op aten::addmm --shapes 96x64x160 --threads -1 --db "$tmp/ka.db" -q >"$tmp/out" 2>"$tmp/err"
     [ $? -eq 2 ] || fail "--threads -1: expected exit 2"
-    grep -q "^ka-tune: error: --threads must be >= 0 (0 means all cores), got -1" "$tmp/err" || fail "--threads -1 message: $(cat "$tmp/err")"
+    grep -q "^ka-tune: error: --threads: '-1' is not a thread count from 0 (all cores) to " "$tmp/err" || fail "--threads -1 message: $(cat "$tmp/err")"
     ! grep -q "error: ka-tune" "$tmp/err" || fail "the tool's name repeated: $(cat "$tmp/err")"
     ;;
   bad_input)
@@ -85,6 +85,28 @@ case "$case_name" in
     grep -q "unknown strategy 'psychic'" "$tmp/err" || fail "bad strategy message"
     "$ka_tune" --help >"$tmp/out" 2>"$tmp/err" || fail "--help failed"
     grep -q "resumes" "$tmp/out" || fail "--help does not explain resuming"
+    ;;
+  bad_numbers)
+    # Every numeric option, the database and the environment are checked before anything runs:
+    # exit 2, naming the option (or variable) and the value; nothing is stored.
+    tune=("$ka_tune" --op aten::addmm --shapes 8x8x8 --db "$tmp/ka.db" -q)
+    expect_fail 2 "ka-tune: error: --budget: '-1' is not a whole number >= 0" "${tune[@]}" --budget -1
+    expect_fail 2 "--time-budget: '-5' is not a finite number > 0" "${tune[@]}" --time-budget -5
+    expect_fail 2 "--time-budget: 'nan' is not a finite number > 0" "${tune[@]}" --time-budget nan
+    expect_fail 2 "--finalists: '-3' is not a whole number >= 1" "${tune[@]}" --finalists -3
+    expect_fail 2 "--seed: '-1' is not a whole number >= 0" "${tune[@]}" --seed -1
+    expect_fail 2 "--target-ci: '0' is not a finite number > 0" "${tune[@]}" --target-ci 0
+    expect_fail 2 "--config-budget: 'inf' is not a finite number > 0" "${tune[@]}" --config-budget inf
+    expect_fail 2 "--tolerance: 'nan' is not a finite number >= 0" "${tune[@]}" --tolerance nan
+    expect_fail 2 "--threads: '100000' is not a thread count from 0 (all cores) to " "${tune[@]}" --threads 100000
+    grep -qE "logical cores, at most 1024\)" "$tmp/err" || fail "--threads: the bound is not explained"
+    expect_fail 2 "ka-tune: error: --db '': the results go to this database" "$ka_tune" --op aten::addmm --shapes 8x8x8 --db '' -q
+    expect_fail 2 "--db ':memory:': the results go to this database" "$ka_tune" --op aten::addmm --shapes 8x8x8 --db :memory: -q
+    for bad in 0 -1 abc 100000; do
+      expect_fail 2 "ka-tune: error: KA_NUM_THREADS='$bad': expected a whole number of threads from 1 to " env KA_NUM_THREADS=$bad "${tune[@]}"
+    done
+    expect_fail 2 "ka-tune: error: KA_LOG_LEVEL='bogus': expected one of trace, debug, info, warn, error, critical or off" env KA_LOG_LEVEL=bogus "${tune[@]}"
+    [ ! -e "$tmp/ka.db" ] || fail "a refused command created the database"
     ;;
   device_cuda)
     # With a GPU and a CUDA libtorch: a short sweep of ka's CUDA SGEMM, stored under the GPU's

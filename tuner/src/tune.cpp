@@ -2,6 +2,7 @@
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/core/option_checks.hpp>
 #include <ka/core/text.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
@@ -294,12 +295,22 @@ void stop_for_tests_after(std::size_t stored) {
 }
 
 // Throws for a request that cannot run, before anything is recorded: no shapes, an unknown
-// strategy, a shape the op does not take, a negative thread count.
+// strategy, a shape the op does not take, a thread count or budget that makes no sense, a
+// database that keeps nothing.
 void check_options(const TuneOptions& o) {
   KA_CHECK(!o.shapes.empty(), "no shapes to tune for ", o.op, " (give --shapes or --suite)");
   (void)make_strategy(o.strategy, o.seed);
   for (const std::string& shape : o.shapes) (void)parse_dims(o.op, shape);
-  KA_CHECK(o.threads >= 0, "--threads must be >= 0 (0 means all cores), got ", o.threads);
+  KA_CHECK(o.threads >= 0 && o.threads <= max_threads(), "--threads ", o.threads,
+           ": expected 0 (all cores) to ", max_threads());
+  // `!(x > 0)` also refuses NaN; the time budget may be infinite (its default: no limit).
+  KA_CHECK(o.time_budget_s > 0, "--time-budget ", o.time_budget_s, ": expected seconds > 0");
+  KA_CHECK(o.finalists >= 1, "--finalists ", o.finalists, ": expected 1 or more");
+  KA_CHECK(std::isfinite(o.measure.budget_s) && o.measure.budget_s > 0, "--config-budget ",
+           o.measure.budget_s, ": expected finite seconds > 0");
+  KA_CHECK(std::isfinite(o.measure.target_rel_ci95) && o.measure.target_rel_ci95 > 0,
+           "--target-ci ", o.measure.target_rel_ci95, ": expected a finite fraction > 0");
+  require_database_file("--db", o.db_path);
 }
 
 // One call of tune(): the op, the device's fingerprint, and the store whose `runs` row is

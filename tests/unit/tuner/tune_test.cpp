@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -205,7 +206,22 @@ TEST(Tune, ErrorsNameTheOptionNotTheTool) {
       << value_error_of(o);
   o = tiny("/tmp/unused.db");
   o.threads = -1;
-  EXPECT_EQ(value_error_of(o).rfind("--threads must be >= 0 (0 means all cores), got -1", 0), 0U)
+  EXPECT_EQ(value_error_of(o).rfind("--threads -1: expected 0 (all cores) to ", 0), 0U)
+      << value_error_of(o);
+  // Budgets and counts that make no sense are refused by the library too, not only by
+  // ka-tune's command line.
+  o = tiny("/tmp/unused.db");
+  o.threads = 100000;
+  EXPECT_EQ(value_error_of(o).rfind("--threads 100000: expected 0 (all cores) to ", 0), 0U)
+      << value_error_of(o);
+  o = tiny("/tmp/unused.db");
+  o.time_budget_s = std::nan("");
+  EXPECT_EQ(value_error_of(o), "--time-budget nan: expected seconds > 0");
+  o = tiny("/tmp/unused.db");
+  o.finalists = -3;
+  EXPECT_EQ(value_error_of(o), "--finalists -3: expected 1 or more");
+  o = tiny(":memory:");
+  EXPECT_EQ(value_error_of(o).rfind("--db ':memory:': the results go to this database", 0), 0U)
       << value_error_of(o);
   std::remove("/tmp/unused.db");
 }
