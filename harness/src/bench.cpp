@@ -27,11 +27,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cmath>
 #include <limits>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -1099,6 +1102,28 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
 }  // namespace
 
 namespace {
+// Throws ka::IoError naming `option` and `path` unless a byte can be written there, so that an
+// output that cannot be written fails the run before anything is measured. The byte is
+// flushed: a full device (/dev/full) only fails then.
+void check_writable(const char* option, const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  const bool ok = f != nullptr && std::fputc('\n', f) != EOF && std::fflush(f) == 0;
+  const int error = errno;
+  if (f != nullptr) std::fclose(f);
+  KA_CHECK_TYPE(IoError, ok, option, ": cannot write '", path, "': ", std::strerror(error));
+}
+
+// Google Benchmark opens --benchmark_out itself and does not report a failed write: checked
+// before the run (check_writable) and after it (something must have been written).
+void check_benchmark_out_written(const BenchOptions& options, std::size_t ran) {
+  const std::string path = flag_value(options.benchmark_flags, "benchmark_out");
+  if (path.empty() || ran == 0) return;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;  // a pipe or device: nothing to see
+  KA_CHECK_TYPE(IoError, std::filesystem::file_size(path, ec) > 1 && !ec,
+                "--benchmark_out: nothing was written to '", path, "'");
+}
+
 // Note [--trace]
 // With --trace, the global span recorder is on for the whole run, and a CUPTI profiler runs
 // alongside when this build has CUPTI and a GPU answers; at the end GPU activity joins the
@@ -1107,8 +1132,10 @@ namespace {
 // record none.
 class TraceSession {
  public:
+  /// Checks that `path` can be written before anything is measured; throws ka::IoError.
   explicit TraceSession(std::string path) : path_(std::move(path)) {
     if (path_.empty()) return;
+    check_writable("--trace", path_);
     profiler::SpanRecorder::global().clear();
     profiler::SpanRecorder::global().set_enabled(true);
     if (profiler::CuptiProfiler::compiled()) {
@@ -1119,27 +1146,41 @@ class TraceSession {
       }
     }
   }
+  // A run that failed still leaves its trace when it can; the run's own error is the one
+  // reported.
   ~TraceSession() {
-    if (path_.empty()) return;
-    auto& rec = profiler::SpanRecorder::global();
-    rec.set_enabled(false);
+    if (path_.empty() || written_) return;
     try {
-      if (cupti_) {
-        cupti_->stop();
-        cupti_->export_spans(rec);
-      }
-      rec.write_chrome_trace(path_);
-      std::fprintf(stderr, "trace: %zu spans written to %s\n", rec.collect().size(), path_.c_str());
+      write();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "ka-bench: error: --trace: %s\n", e.what());
+      std::fprintf(stderr, "ka-bench: error: %s\n", e.what());
     }
   }
   TraceSession(const TraceSession&) = delete;
   TraceSession& operator=(const TraceSession&) = delete;
 
+  /// Writes the trace; throws ka::IoError naming the path when it cannot.
+  void write() {
+    if (path_.empty()) return;
+    written_ = true;
+    auto& rec = profiler::SpanRecorder::global();
+    rec.set_enabled(false);
+    if (cupti_) {
+      cupti_->stop();
+      cupti_->export_spans(rec);
+    }
+    try {
+      rec.write_chrome_trace(path_);
+    } catch (const IoError& e) {
+      KA_THROW(IoError, "--trace: ", e.what());
+    }
+    std::fprintf(stderr, "trace: %zu spans written to %s\n", rec.collect().size(), path_.c_str());
+  }
+
  private:
   std::string path_;
   std::unique_ptr<profiler::CuptiProfiler> cupti_;
+  bool written_ = false;
 };
 }  // namespace
 
@@ -1448,12 +1489,10 @@ int finish_run(Session& s, std::size_t ran, std::FILE* out) {
   return all_ok ? 0 : 1;
 }
 
-}  // namespace
-
-int run_suite(const BenchOptions& options) {
+// run_suite() without the trace: everything from loading the suite to the exit code.
+int run_traced_suite(const BenchOptions& options) {
   RunSetting run;
   run.allocator = detail::keep_freed_memory();
-  const TraceSession trace(options.trace_path);
   Session s;
   s.options = options;
   run.path = find_suite_file(options.suite, options.suites_dir);
@@ -1474,6 +1513,9 @@ int run_suite(const BenchOptions& options) {
                            : breakdown_suite(s.options, s.suite, s.context);
   }
   initialize_google_benchmark(options);
+  if (const std::string out = flag_value(options.benchmark_flags, "benchmark_out"); !out.empty()) {
+    check_writable("--benchmark_out", out);
+  }
   const std::string format = flag_value(options.benchmark_flags, "benchmark_format");
   const bool console = format.empty() || format == "console";
   auto reporter = make_reporter(format, console);
@@ -1489,7 +1531,18 @@ int run_suite(const BenchOptions& options) {
   register_benchmarks(s);
   const std::size_t ran = run_benchmarks(s, std::move(reporter), console);
   print_summary(s, out);
-  return finish_run(s, ran, out);
+  const int code = finish_run(s, ran, out);
+  check_benchmark_out_written(options, ran);
+  return code;
+}
+
+}  // namespace
+
+int run_suite(const BenchOptions& options) {
+  TraceSession trace(options.trace_path);
+  const int code = run_traced_suite(options);
+  trace.write();  // a trace that cannot be written fails the run: exit 1
+  return code;
 }
 
 }  // namespace ka::harness

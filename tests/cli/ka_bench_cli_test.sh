@@ -241,6 +241,19 @@ case "$case_name" in
     expect_fail 2 "ka-bench: error: KA_LOG_LEVEL='bogus': expected one of trace, debug, info, warn, error, critical or off" env KA_LOG_LEVEL=bogus "$ka_bench" --suite smoke --db "$tmp/ka.db"
     [ ! -e "$tmp/ka.db" ] || fail "a refused command created the database"
     ;;
+  unwritable_outputs)
+    # A --trace or --benchmark_out that cannot be written fails the run (exit 1, the path
+    # named) before anything is measured.
+    args=(--suite smoke --benchmark_filter=primes --db "$tmp/ka.db" "${quick[@]}")
+    expect_fail 1 "ka-bench: error: --trace: cannot write '$tmp/missing/trace.json': No such file or directory" "$ka_bench" "${args[@]}" --trace "$tmp/missing/trace.json"
+    expect_fail 1 "ka-bench: error: --benchmark_out: cannot write '/dev/full': No space left on device" "$ka_bench" "${args[@]}" --benchmark_out=/dev/full
+    expect_fail 1 "ka-bench: error: --benchmark_out: cannot write '$tmp/missing/out.json': No such file or directory" "$ka_bench" "${args[@]}" --benchmark_out="$tmp/missing/out.json"
+    grep -q "Benchmark" "$tmp/out" && fail "benchmarks ran although --benchmark_out cannot be written"
+    # Written where it can be: exit 0.
+    "$ka_bench" "${args[@]}" --benchmark_out="$tmp/out.json" --trace "$tmp/trace.json" >"$tmp/out" 2>"$tmp/err" || fail "writable outputs: exit $?"
+    grep -q '"benchmarks"' "$tmp/out.json" || fail "--benchmark_out not written"
+    grep -q '"traceEvents"' "$tmp/trace.json" || fail "--trace not written"
+    ;;
   device_cuda)
     # With a GPU and a CUDA libtorch: the smoke suite's op cases on CUDA device 0, timed by
     # events, against cuBLAS. Without: exit 1 and the reason, before anything runs or is stored.
