@@ -5,7 +5,25 @@
 
 #include <unistd.h>
 
+#include <string>
+#include <string_view>
+
 namespace ka::db {
+namespace {
+
+// `what` without the stack frames c10::Error::what() appends ("\nException raised from ...
+// (most recent call first):\nframe #0: ...", about 3 KB) and without trailing whitespace: the
+// message a person reads. Done here, where error texts are stored, it covers every producer
+// whatever exception type carried the text.
+std::string without_stack_frames(std::string_view what) {
+  for (const std::string_view marker : {"\nException raised from ", "\nframe #0: "}) {
+    what = what.substr(0, what.find(marker));
+  }
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.remove_suffix(1);
+  return std::string(what);
+}
+
+}  // namespace
 
 RunInfo cpu_run_info(std::string tool, std::string command_line) {
   return run_info(cpu_fingerprint(), std::move(tool), std::move(command_line));
@@ -96,7 +114,7 @@ void ResultsStore::add_results(std::int64_t run_id, const std::vector<ResultRow>
         .bind(13, r.kernel_version)
         .bind(14, r.config)
         .bind(15, to_string(r.disposition))
-        .bind(16, r.error)
+        .bind(16, without_stack_frames(r.error))
         .bind(17, r.max_abs_error)
         .bind(18, r.cache_state)
         .bind(19, r.repetitions)
@@ -153,7 +171,7 @@ std::size_t ResultsStore::add_trials(std::int64_t run_id, const std::vector<Tria
         .bind(5, r.kernel_version)
         .bind(6, r.config)
         .bind(7, to_string(r.disposition))
-        .bind(8, r.error)
+        .bind(8, without_stack_frames(r.error))
         .bind(9, r.median_ns)
         .bind(10, r.mean_ns)
         .bind(11, r.min_ns)

@@ -59,6 +59,16 @@ class DbTest : public ::testing::Test {
     return r;
   }
 
+  static TrialRow trial_row() {
+    TrialRow t;
+    t.op = "aten::mm";
+    t.shape_key = "aten::mm(f32[1,1]c,f32[1,1]c)";
+    t.kernel = "gemm";
+    t.kernel_version = 1;
+    t.config = "grid=1x1x1 block=1x1x1";
+    return t;
+  }
+
   fs::path dir_;
 };
 
@@ -97,13 +107,7 @@ TEST_F(DbTest, VersionOneMigratesToTwoKeepingItsRows) {
   const auto run = store.begin_run(run_info());
   EXPECT_EQ(run, 2);
   store.add_results(run, {row("a")});
-  TrialRow trial;
-  trial.op = "aten::mm";
-  trial.shape_key = "aten::mm(f32[1,1]c,f32[1,1]c)";
-  trial.kernel = "gemm";
-  trial.kernel_version = 1;
-  trial.config = "grid=1x1x1 block=1x1x1";
-  EXPECT_EQ(store.add_trials(1, {trial}), 1U);  // a trial of the pre-migration run
+  EXPECT_EQ(store.add_trials(1, {trial_row()}), 1U);  // a trial of the pre-migration run
   EXPECT_EQ(count(db, "trials"), 1);
 }
 
@@ -201,6 +205,28 @@ TEST_F(DbTest, RunsAndResultsRoundTrip) {
   EXPECT_EQ(r.column_text(0), "incorrect");
   EXPECT_DOUBLE_EQ(r.column_double(1), 12.5);
   EXPECT_TRUE(r.column_is_null(2));
+}
+
+// c10::Error::what() ends in kilobytes of stack frames; the error column keeps the message
+// (and trailing newlines go too).
+TEST_F(DbTest, StoredErrorsHaveNoStackFrames) {
+  ResultsStore store(path("e.db"));
+  const auto run = store.begin_run(run_info());
+  const std::string c10_what =
+      "Expected all tensors to be on the same device\nException raised from check at "
+      "/pytorch/aten/src/ATen/x.cpp:12 (most recent call first):\nframe #0: c10::Error::Error()\n";
+  ResultRow result = row("a", Disposition::kFailed);
+  result.error = c10_what;
+  store.add_results(run, {result});
+  TrialRow trial = trial_row();
+  trial.disposition = Disposition::kFailed;
+  trial.error = c10_what;
+  store.add_trials(run, {trial});
+  for (const char* table : {"results", "trials"}) {
+    auto st = store.connection().prepare(std::string("SELECT error FROM ") + table);
+    ASSERT_TRUE(st.step()) << table;
+    EXPECT_EQ(st.column_text(0), "Expected all tensors to be on the same device") << table;
+  }
 }
 
 TEST_F(DbTest, FailedBatchLeavesNoPartialRows) {
