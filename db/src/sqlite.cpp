@@ -2,8 +2,14 @@
 #include <ka/core/logging.hpp>
 #include <ka/db/sqlite.hpp>
 
+#include <ka/core/text.hpp>
+
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <utility>
 
 // Wraps one SQLite call (STYLE.md, "Errors"): "<file>:<line>: SQLite call failed: <name>:
@@ -20,7 +26,103 @@
 
 namespace ka::db {
 
+// Note [Hardened connections]
+// A database file may come from another machine or another person, so every connection is
+// opened as if the file were hostile, before any SQL runs:
+//  - SQLITE_DBCONFIG_DEFENSIVE: no writable_schema, no journal_mode=OFF, no shadow-table
+//    writes, so SQL cannot corrupt the file on purpose;
+//  - SQLITE_DBCONFIG_TRUSTED_SCHEMA off: functions with side effects never run from the schema
+//    (views, triggers, CHECK and DEFAULT expressions, generated columns);
+//  - extension loading off (sqlite3_load_extension() and load_extension() in SQL);
+//  - SQLITE_DBCONFIG_ENABLE_TRIGGER and SQLITE_DBCONFIG_ENABLE_VIEW off: triggers never fire
+//    and a view in the file cannot be queried. ka itself never creates a trigger or a view
+//    (kMigrations has none), so nothing ka does needs them.
+// Plain-SQL triggers would still run with only trusted_schema off, and a recursive view
+// would still hang a query through it, which is why the schema checks (see Note [Checked
+// databases] in schema.cpp) also refuse any file that holds a trigger or a view at all.
+//
+// Note [Waiting for the write lock]
+// SQLite's own busy timeout gives up after a fixed time and the write fails with "database is
+// locked", so a long `ka-db merge` (one transaction by design) made a concurrent ka-tune fail
+// and a concurrent ka-bench lose rows. Instead the busy handler sleeps 1, 2, 4, ... ms, at most
+// 250 ms a time, until busy_timeout_ms() has passed (10 minutes unless KA_DB_BUSY_TIMEOUT_MS
+// says otherwise), and logs once when it has waited 10 s, so a person sees why a tool seems
+// stuck. Writers take the lock with BEGIN IMMEDIATE (Transaction), where SQLite calls the
+// handler; a read transaction is never upgraded to a write one, the case where it would not.
+
+struct Connection::BusyWait {
+  std::string path;
+  int limit_ms = kDefaultBusyTimeoutMs;
+  std::chrono::steady_clock::time_point since;
+  bool logged = false;
+};
+
+namespace {
+
+constexpr int kLogAfterMs = 10 * 1000;
+constexpr int kMaxSleepMs = 250;
+
+// sqlite3_busy_handler callback: nonzero to try again, zero to fail with SQLITE_BUSY.
+int wait_for_lock(void* arg, int attempt) {
+  auto* wait = static_cast<Connection::BusyWait*>(arg);
+  const auto now = std::chrono::steady_clock::now();
+  if (attempt == 0) {
+    wait->since = now;
+    wait->logged = false;
+  }
+  const auto waited_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - wait->since).count();
+  if (waited_ms >= wait->limit_ms) return 0;
+  if (!wait->logged && waited_ms >= kLogAfterMs) {
+    wait->logged = true;
+    log().warn("{}: waiting for another process's lock on the database ({} s so far, giving up "
+               "after {} s; KA_DB_BUSY_TIMEOUT_MS sets the limit)",
+               wait->path, waited_ms / 1000, wait->limit_ms / 1000);
+  }
+  const long long sleep_ms = std::min<long long>(
+      {1LL << std::min(attempt, 8), kMaxSleepMs, wait->limit_ms - waited_ms});
+  std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  return 1;
+}
+
+// See Note [Hardened connections]. Every switch is set before the first statement runs.
+void harden(sqlite3* db, const std::string& path) {
+  struct Switch {
+    int op;
+    int value;
+    const char* name;
+  };
+  static constexpr Switch kSwitches[] = {
+      {SQLITE_DBCONFIG_DEFENSIVE, 1, "SQLITE_DBCONFIG_DEFENSIVE"},
+      {SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, "SQLITE_DBCONFIG_TRUSTED_SCHEMA"},
+      {SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, "SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION"},
+      {SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, "SQLITE_DBCONFIG_ENABLE_TRIGGER"},
+      {SQLITE_DBCONFIG_ENABLE_VIEW, 0, "SQLITE_DBCONFIG_ENABLE_VIEW"},
+  };
+  for (const Switch& s : kSwitches) {
+    int now = -1;
+    const int rc = sqlite3_db_config(db, s.op, s.value, &now);
+    KA_CHECK_TYPE(DbError, rc == SQLITE_OK && now == s.value, "cannot harden database '", path,
+                  "': sqlite3_db_config(", s.name, ", ", s.value, ") failed: ",
+                  sqlite3_errstr(rc));
+  }
+}
+
+}  // namespace
+
+int busy_timeout_ms() {
+  const char* env = std::getenv("KA_DB_BUSY_TIMEOUT_MS");
+  if (env == nullptr || *env == '\0') return kDefaultBusyTimeoutMs;
+  const auto value = parse_int64(env);
+  KA_CHECK(value.has_value() && *value >= 0 && *value <= kMaxBusyTimeoutMs,
+           "KA_DB_BUSY_TIMEOUT_MS='", env,
+           "': expected a whole number of milliseconds from 0 to ", kMaxBusyTimeoutMs,
+           " (one day)");
+  return static_cast<int>(*value);
+}
+
 Connection::Connection(const std::string& path, Mode mode) : path_(path) {
+  const int limit_ms = busy_timeout_ms();
   int flags = SQLITE_OPEN_FULLMUTEX;
   switch (mode) {
     case Mode::kReadWriteCreate:
@@ -40,15 +142,22 @@ Connection::Connection(const std::string& path, Mode mode) : path_(path) {
     db_ = nullptr;
     KA_THROW(DbError, "cannot open database '", path, "': ", reason);
   }
+  try {
+    harden(db_, path);
+  } catch (...) {
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw;
+  }
   sqlite3_extended_result_codes(db_, 1);
-  sqlite3_busy_timeout(db_, 10000);
+  busy_ = std::make_unique<BusyWait>();
+  busy_->path = path;
+  busy_->limit_ms = limit_ms;
+  sqlite3_busy_handler(db_, &wait_for_lock, busy_.get());
   try {
     // Reading the schema fails here (not later, half-way through a run) when the file is not
     // a database.
     exec("PRAGMA foreign_keys = ON");
-    if (mode != Mode::kReadOnly) {
-      exec("PRAGMA journal_mode = WAL");
-    }
     prepare("SELECT count(*) FROM sqlite_master").step();
   } catch (const DbError& e) {
     sqlite3_close_v2(db_);
@@ -62,13 +171,16 @@ Connection::~Connection() {
 }
 
 Connection::Connection(Connection&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+    : db_(std::exchange(other.db_, nullptr)),
+      path_(std::move(other.path_)),
+      busy_(std::move(other.busy_)) {}
 
 Connection& Connection::operator=(Connection&& other) noexcept {
   if (this != &other) {
     if (db_ != nullptr) sqlite3_close_v2(db_);
     db_ = std::exchange(other.db_, nullptr);
     path_ = std::move(other.path_);
+    busy_ = std::move(other.busy_);
   }
   return *this;
 }

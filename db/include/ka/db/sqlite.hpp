@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,7 +12,10 @@ struct sqlite3_stmt;
 
 namespace ka::db {
 
-/// An open database. Opens in WAL mode with a busy timeout, foreign keys on.
+/// An open database, hardened against the file it opens (see Note [Hardened connections]):
+/// defensive mode, no trusted schema, no extensions, triggers and views disabled, foreign keys
+/// on, and a busy handler that waits with backoff (see Note [Waiting for the write lock]).
+/// migrate() switches a database ka writes to WAL mode.
 ///
 ///   Connection db("ka.db");
 ///   Transaction tx(db);
@@ -22,7 +26,8 @@ class Connection {
   enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly };
 
   /// Opens (and with kReadWriteCreate creates) the database at `path`. Throws ka::DbError
-  /// naming the path and SQLite's reason when it cannot be opened or is not a database.
+  /// naming the path and SQLite's reason when it cannot be opened or is not a database, and
+  /// ka::ValueError when KA_DB_BUSY_TIMEOUT_MS is not a valid number of milliseconds.
   explicit Connection(const std::string& path, Mode mode = Mode::kReadWriteCreate);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -42,10 +47,21 @@ class Connection {
   [[nodiscard]] int user_version();
   void set_user_version(int version);
 
+  /// The busy handler's state (defined in sqlite.cpp).
+  struct BusyWait;
+
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::unique_ptr<BusyWait> busy_;  // owned here so a moved Connection keeps its handler state
 };
+
+/// How long a Connection waits for a lock another process holds before it fails:
+/// KA_DB_BUSY_TIMEOUT_MS when set (a whole number from 0 to kMaxBusyTimeoutMs), else
+/// kDefaultBusyTimeoutMs. Throws ka::ValueError naming the variable when it is malformed.
+int busy_timeout_ms();
+constexpr int kDefaultBusyTimeoutMs = 10 * 60 * 1000;
+constexpr int kMaxBusyTimeoutMs = 24 * 60 * 60 * 1000;
 
 /// A prepared statement. bind() indices start at 1 as in SQLite.
 class Statement {
