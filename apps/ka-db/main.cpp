@@ -261,10 +261,8 @@ int run_show(const ShowOptions& o) {
     throw UsageError("--op and --shape select trials: add --trials");
   }
   require_file(o.db, "database");
-  Connection db(o.db, Connection::Mode::kReadOnly);
+  Connection db = ka::db::open_for_reading(o.db);
   const int version = db.user_version();
-  KA_CHECK_TYPE(ka::DbError, version <= ka::db::kSchemaVersion, o.db, ": schema version ", version,
-                " is newer than this ka-db supports (", ka::db::kSchemaVersion, ")");
   KA_CHECK_TYPE(ka::DbError, version >= 1, o.db, ": not a ka database (schema version 0)");
   const bool all = !o.runs && !o.recommendations && !o.trials;
   const std::string here = this_fingerprint();

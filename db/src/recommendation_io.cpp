@@ -268,7 +268,7 @@ void export_json(const RecommendationTable& table, const std::string& path) {
 
 std::size_t import_sqlite(const std::string& path, Connection& target, std::string_view fingerprint,
                           const KernelVersions& current) {
-  Connection source(path, Connection::Mode::kReadOnly);
+  Connection source = open_for_reading(path);
   detail::check_table_schema(source);
   const std::vector<Recommendation> rows = detail::read_recommendations(source);
   const std::string device_json = detail::read_device_json(source, fingerprint);

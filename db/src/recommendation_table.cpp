@@ -260,7 +260,7 @@ std::string read_device_json(Connection& db, std::string_view fingerprint) {
 RecommendationTable RecommendationTable::load(const std::string& path, std::string_view fingerprint,
                                               const KernelVersions& current,
                                               const std::vector<std::string>& siblings) {
-  Connection db(path, Connection::Mode::kReadOnly);
+  Connection db = open_for_reading(path);
   detail::check_table_schema(db);
   RecommendationTable table;
   table.fingerprint_ = std::string(fingerprint);

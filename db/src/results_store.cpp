@@ -1,6 +1,7 @@
 #include <ka/core/error.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
+#include <ka/db/run_liveness.hpp>
 #include <ka/db/schema.hpp>
 
 #include <unistd.h>
@@ -66,9 +67,12 @@ std::int64_t ResultsStore::begin_run(const RunInfo& info) {
   auto st = db_.prepare(
       "INSERT INTO runs (started_at, status, tool, command_line, host, ka_version, git_sha, "
       "suite, device, fingerprint, fingerprint_json, threads, fma_peak_gflops, "
-      "fma_peak_1t_gflops, libtorch_version, openblas_coretype, openblas_core) "
-      "VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?)");
+      "fma_peak_1t_gflops, libtorch_version, openblas_coretype, openblas_core, pid, pid_start, "
+      "host_boot) VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'running', ?, ?, ?, ?, ?, ?, ?, "
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  // The writer, so a later tool can tell a run whose process was killed (Note [Abandoned
+  // runs] in run_liveness.cpp).
+  const ProcessIdentity me = this_process();
   st.bind(1, info.tool)
       .bind(2, info.command_line)
       .bind(3, info.host)
@@ -84,6 +88,9 @@ std::int64_t ResultsStore::begin_run(const RunInfo& info) {
       .bind(13, info.libtorch_version)
       .bind(14, info.openblas_coretype)
       .bind(15, info.openblas_core)
+      .bind(16, me.pid)
+      .bind(17, me.start_ticks)
+      .bind(18, me.host_boot)
       .run();
   const std::int64_t id = db_.last_insert_rowid();
   tx.commit();

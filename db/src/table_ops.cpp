@@ -282,7 +282,7 @@ void merge_recommendations(Connection& source, Connection& target,
 }  // namespace
 
 std::vector<Recommendation> read_recommendation_rows(const std::string& path) {
-  Connection db(path, Connection::Mode::kReadOnly);
+  Connection db = open_for_reading(path);
   detail::check_table_schema(db);
   std::vector<Recommendation> rows = detail::read_recommendations(db);
   std::sort(rows.begin(), rows.end(), [](const Recommendation& x, const Recommendation& y) {
@@ -312,7 +312,7 @@ MergeCounts merge_databases(Connection& target, const std::vector<std::string>& 
   // target's transaction begins, so a refused merge writes no row.
   std::vector<Connection> opened;
   for (const std::string& path : sources) {
-    Connection source(path, Connection::Mode::kReadOnly);
+    Connection source = open_for_reading(path);
     detail::check_table_schema(source);
     (void)detail::read_recommendations(source);
     opened.push_back(std::move(source));
@@ -444,8 +444,8 @@ std::vector<DiffRow> diff_databases(const std::string& path_a, const std::string
   };
   const std::vector<Recommendation> a = rows_of(path_a);
   const std::vector<Recommendation> b = rows_of(path_b);
-  Connection db_a(path_a, Connection::Mode::kReadOnly);
-  Connection db_b(path_b, Connection::Mode::kReadOnly);
+  Connection db_a = open_for_reading(path_a);
+  Connection db_b = open_for_reading(path_b);
   return diff_tables(
       a, b, threshold, [&db_a](const Recommendation& r) { return trial_ci95_ns(db_a, r); },
       [&db_b](const Recommendation& r) { return trial_ci95_ns(db_b, r); });
