@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -322,8 +323,13 @@ void check_integrity(Connection& db) {
   try {
     auto st = db.prepare("PRAGMA quick_check(3)");
     while (st.step()) {
-      const std::string line = st.column_text(0);
+      std::string line = st.column_text(0);
       if (line == "ok") break;
+      // One line per problem, without the "*** in database main ***" heading.
+      const std::string heading = "*** in database main ***";
+      if (line.rfind(heading, 0) == 0) line.erase(0, heading.size());
+      std::replace(line.begin(), line.end(), '\n', ' ');
+      while (!line.empty() && line.front() == ' ') line.erase(0, 1);
       problems += (problems.empty() ? "" : "; ") + line;
     }
   } catch (const DbError& e) {
