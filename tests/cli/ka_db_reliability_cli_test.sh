@@ -39,20 +39,25 @@ case "$case_name" in
     q "$tmp/trigger.db" "CREATE TRIGGER wipe AFTER INSERT ON trials BEGIN DELETE FROM trials; END;"
     cp "$tmp/good.db" "$tmp/view.db"
     q "$tmp/view.db" "ALTER TABLE recommendations RENAME TO r; CREATE VIEW recommendations AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT x AS id, fingerprint, op, shape_key, kernel, kernel_version, config, fusion, median_ns, gain_over_default, source_run, created_at FROM n, r;"
-    for kind in trigger:wipe view:recommendations; do
-      f="$tmp/${kind%%:*}.db"
-      what="holds the ${kind%%:*} '${kind#*:}'"
-      refused "$f" "$what" "$ka_tune" --op aten::addmm --shapes 16x32x48 --strategy random --budget 2 --config-budget 0.02 -q --db "$f"
-      refused "$f" "$what" "$ka_db" show --db "$f"
-      refused "$f" "$what" "$ka_db" export --db "$f" --format json --out "$tmp/x.json"
-      refused "$f" "$what" "$ka_db" import --db "$f" --in "$tmp/good.sqlite"
-      refused "$f" "$what" "$ka_db" import --db "$tmp/new_$kind.db" --in "$f"
-      refused "$f" "$what" "$ka_db" merge --into "$f" "$tmp/good.db"
-      refused "$f" "$what" "$ka_db" merge --into "$tmp/new_$kind.db" "$f"
-      refused "$f" "$what" "$ka_db" diff "$f" "$tmp/good.db"
-      refused "$f" "$what" "$ka_bench" --suite smoke --min-time 0.002 --repetitions 2 --threads 2 --no-db --tuned-table "$f"
-      refused "$f" "$what" env KA_TUNED_TABLE="$f" "$ka_bench" --suite smoke --min-time 0.002 --repetitions 2 --threads 2 --no-db
-    done
+    # Every tool meets the trigger (which would delete trials on ka's own writes).
+    f="$tmp/trigger.db"
+    what="holds the trigger 'wipe'"
+    refused "$f" "$what" "$ka_tune" --op aten::addmm --shapes 16x32x48 --strategy random --budget 2 --config-budget 0.02 -q --db "$f"
+    refused "$f" "$what" "$ka_db" show --db "$f"
+    refused "$f" "$what" "$ka_db" export --db "$f" --format json --out "$tmp/x.json"
+    refused "$f" "$what" "$ka_db" import --db "$f" --in "$tmp/good.sqlite"
+    refused "$f" "$what" "$ka_db" import --db "$tmp/new1.db" --in "$f"
+    refused "$f" "$what" "$ka_db" merge --into "$f" "$tmp/good.db"
+    refused "$f" "$what" "$ka_db" merge --into "$tmp/new2.db" "$f"
+    refused "$f" "$what" "$ka_db" diff "$f" "$tmp/good.db"
+    refused "$f" "$what" "$ka_bench" --suite smoke --min-time 0.002 --repetitions 2 --threads 2 --db "$f"
+    # The recursive view made every ka-db command and --tuned-table hang.
+    f="$tmp/view.db"
+    what="holds the view 'recommendations'"
+    refused "$f" "$what" "$ka_db" show --db "$f"
+    refused "$f" "$what" "$ka_db" diff "$tmp/good.db" "$f"
+    refused "$f" "$what" "$ka_bench" --suite smoke --min-time 0.002 --repetitions 2 --threads 2 --no-db --tuned-table "$f"
+    refused "$f" "$what" env KA_TUNED_TABLE="$f" "$ka_bench" --suite smoke --min-time 0.002 --repetitions 2 --threads 2 --no-db
     ;;
   parallel_writers)
     # 16 processes start on one new database at once: every one succeeds.

@@ -192,7 +192,7 @@ TEST_F(ConcurrencyTest, TheWaitIsBoundedByKaDbBusyTimeoutMs) {
   { ResultsStore create(db_path); }
   ::setenv("KA_DB_BUSY_TIMEOUT_MS", "200", 1);
   ResultsStore store(db_path);
-  const pid_t holder = hold_write_lock(db_path, 2000);
+  const pid_t holder = hold_write_lock(db_path, 1000);
   ASSERT_GT(holder, 0);
   const auto start = std::chrono::steady_clock::now();
   try {
