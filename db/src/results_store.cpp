@@ -55,6 +55,8 @@ std::string_view to_string(Disposition d) {
       return "incorrect";
     case Disposition::kUnsupported:
       return "unsupported";
+    case Disposition::kCrashed:
+      return "crashed";
   }
   return "failed";
 }

@@ -5,6 +5,7 @@
 #include <ka/harness/detail/roofline.hpp>
 
 #include <ka/core/error.hpp>
+#include <ka/core/interrupt.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/core/option_checks.hpp>
@@ -25,11 +26,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cmath>
 #include <limits>
 #include <cstdio>
@@ -60,19 +59,12 @@ using detail::kImplLibtorch;
 constexpr std::uint64_t kSeed = 20261130;
 
 // Note [Interrupting a run]
-// The first SIGINT/SIGTERM only sets a flag: the benchmark under way finishes its
-// repetitions (Google Benchmark 1.7 aborts when the repetitions of one benchmark report
-// different iteration counts, so it cannot stop half-way), every benchmark not yet started is
-// skipped as INTERRUPTED, the finished results are stored and the run is marked failed. The
-// handler restores the default action, so a second signal kills the process at once.
-std::atomic<int> g_interrupt_signal{0};
-
-extern "C" void on_interrupt(int signal_number) {
-  g_interrupt_signal.store(signal_number, std::memory_order_relaxed);
-  std::signal(signal_number, SIG_DFL);
-}
-
-bool interrupted() { return g_interrupt_signal.load(std::memory_order_relaxed) != 0; }
+// Inside run_benchmarks, the first SIGINT/SIGTERM/SIGHUP only sets a flag (ka::InterruptScope):
+// the benchmark under way finishes its repetitions (Google Benchmark 1.7 aborts when the
+// repetitions of one benchmark report different iteration counts, so it cannot stop
+// half-way), every benchmark not yet started is skipped as INTERRUPTED, the finished results
+// are stored and the run is marked failed. A second signal kills the process at once.
+bool interrupted() { return interrupt_signal() != 0; }
 
 constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
 
@@ -134,6 +126,7 @@ struct Session {
   std::map<std::string, Outcome> outcomes;  // by benchmark name
   bool db_failed = false;
   std::size_t rows_stored = 0;
+  int interrupt_signal = 0;  // the signal that stopped the run (Note [Interrupting a run])
 
   // Cases' tensors are built on first use and dropped when another case starts: the
   // benchmarks of a case's variants run back to back, so each case is built once.
@@ -1442,17 +1435,17 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& f
                                  : benchmark::ConsoleReporter::OO_None);
 }
 
-// Runs every registered benchmark with SIGINT/SIGTERM turned into a stop after the current
+// Runs every registered benchmark with SIGINT/SIGTERM/SIGHUP turned into a stop after the current
 // one; returns how many ran.
 std::size_t run_benchmarks(Session& s, std::unique_ptr<benchmark::BenchmarkReporter> inner,
                            bool console) {
   CollectingReporter reporter(s, std::move(inner), console);
-  g_interrupt_signal.store(0);
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-  const std::size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  std::size_t ran = 0;
+  {
+    const InterruptScope scope;
+    ran = benchmark::RunSpecifiedBenchmarks(&reporter);
+    s.interrupt_signal = interrupt_signal();
+  }
   reporter.flush();
   benchmark::Shutdown();
   s.current.reset();
@@ -1471,7 +1464,7 @@ bool all_variants_ok(const Session& s) {
 // Closes the stored run, reports an interruption, and turns the outcome into the exit code.
 int finish_run(Session& s, std::size_t ran, std::FILE* out) {
   const bool all_ok = all_variants_ok(s);
-  const int signal_number = g_interrupt_signal.load();
+  const int signal_number = s.interrupt_signal;
   if (s.store) {
     s.store->finish_run(s.run_id, all_ok && !s.db_failed && signal_number == 0 && ran > 0);
     fmt::print(out, "stored {} benchmark results in {} (run {}{})\n", s.rows_stored,

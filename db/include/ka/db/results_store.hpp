@@ -14,9 +14,14 @@
 
 namespace ka::db {
 
-/// What became of one measurement (DESIGN.md §7).
-enum class Disposition { kOk, kFailed, kTimeout, kIncorrect, kUnsupported };
-/// "ok", "failed", "timeout", "incorrect", "unsupported".
+/// What became of one measurement (DESIGN.md §7). kCrashed: the process running it died (a
+/// signal, an abort, a CUDA sticky error); kTimeout: it overran its deadline and was stopped.
+enum class Disposition { kOk, kFailed, kTimeout, kIncorrect, kUnsupported, kCrashed };
+/// Every Disposition, in declaration order.
+constexpr Disposition kDispositions[] = {Disposition::kOk,        Disposition::kFailed,
+                                         Disposition::kTimeout,   Disposition::kIncorrect,
+                                         Disposition::kUnsupported, Disposition::kCrashed};
+/// "ok", "failed", "timeout", "incorrect", "unsupported", "crashed".
 std::string_view to_string(Disposition d);
 
 /// One row of `runs`: where, when and how a benchmark or tuning run was made.

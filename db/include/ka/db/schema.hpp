@@ -6,7 +6,7 @@
 namespace ka::db {
 
 /// The schema version this build writes.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 /// Brings the database to kSchemaVersion, one transaction per step (an empty file becomes a
 /// full schema). Throws ka::DbError when the file's version is newer than this build knows.

@@ -38,7 +38,7 @@ struct BenchOptions {
 
 /// Runs the suite and prints the summary table. Returns the exit status: 0 when every ka
 /// result was correct, 1 when any case was INCORRECT or failed, 128 + N when signal N
-/// (SIGINT, SIGTERM) stopped the run (what finished is stored; the run is marked failed).
+/// (SIGINT, SIGTERM, SIGHUP) stopped the run (what finished is stored; the run is marked failed).
 /// With `explain`, prints each case's kernels and configurations (a graph's fusion groups and
 /// tasks) from one checked run instead, and returns 0, or 1 when a ka variant failed or was
 /// incorrect (see Note [--explain] in bench.cpp). Throws ka::ValueError for a bad suite or
