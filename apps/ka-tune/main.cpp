@@ -288,8 +288,8 @@ int main(int argc, char** argv) {
     if (a.fusion) return run_fusion(a);
     return run_tune(a);
   } catch (const ka::Interrupted& e) {
-    std::fprintf(stderr, "ka-tune: interrupted by signal %d; the trials measured so far are "
-                         "stored in %s and the run is marked failed\n",
+    std::fprintf(stderr, "ka-tune: interrupted by signal %d; what finished is stored in %s and "
+                         "the run is marked failed\n",
                  e.signal_number(), a.o.db_path.c_str());
     return e.exit_code();
   } catch (const ka::ValueError& e) {

@@ -56,6 +56,9 @@ namespace ka::tuner {
 //    Note [Paired finals] (ka/tuner/paired_finals.hpp) picks the winner.
 // 4. The winner is written to `recommendations` with its median and its gain over the
 //    default configuration.
+// With isolated trials (TuneOptions::isolate, ka-tune's default), what 1-3 run and time
+// happens in a worker process, and this process only decides, counts and stores: see
+// Note [Isolated trials] in trial_worker.cpp.
 
 namespace {
 
@@ -326,13 +329,18 @@ History ShapeTuner::sweep(History resumed) {
 }
 
 // The result of a configuration measured already on this shape that `point` runs exactly as
-// (the same canonical form), if any.
+// (the same canonical form), if any. A point the kernel refuses, or whose completion throws,
+// has none: its trial records why.
 std::optional<Evaluation> ShapeTuner::equivalent_result(const LaunchConfig& point) const {
-  const ShapeKey& key = base().shape_key();
-  if (!kernel_.can_run(key, kernel_.complete(key, point))) return std::nullopt;
-  const auto same = by_canonical_.find(canonical_of(point));
-  if (same == by_canonical_.end()) return std::nullopt;
-  return same->second;
+  try {
+    const ShapeKey& key = base().shape_key();
+    if (!kernel_.can_run(key, kernel_.complete(key, point))) return std::nullopt;
+    const auto same = by_canonical_.find(canonical_of(point));
+    if (same == by_canonical_.end()) return std::nullopt;
+    return same->second;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 // Point `i`'s median, or nullopt when it did not run ok. Each configuration run is stored as

@@ -6,10 +6,11 @@
 namespace ka {
 
 /// While alive, the first SIGINT, SIGTERM or SIGHUP only records the signal (interrupt_signal()
-/// becomes non-zero) and restores that signal's default action, so a second one ends the
-/// process at once; long work polls interrupt_signal() between items, stores what finished
+/// becomes non-zero) and restores the three signals' default actions, so a second one ends
+/// the process at once; long work polls interrupt_signal() between items, stores what finished
 /// and exits with 128 + the signal. The destructor restores the actions found on construction
-/// and clears the record. One scope at a time (not nested, not thread-local).
+/// and clears the record. Scopes nest (only the outermost installs and restores); create them
+/// on one thread.
 ///
 ///   InterruptScope scope;
 ///   for (auto& item : work) { if (interrupt_signal() != 0) break; run(item); }
