@@ -4,6 +4,7 @@
 #include <ka/core/error.hpp>
 #include <ka/core/interrupt.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/core/subprocess.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/tuner/trial_worker.hpp>
 
@@ -13,21 +14,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-extern char** environ;
 
 namespace ka::tuner {
 
@@ -56,88 +50,17 @@ namespace {
 
 constexpr const char* kWorkerFdVariable = "KA_TRIAL_WORKER_FD";
 constexpr double kShapeDeadlineS = 600.0;
-constexpr std::uint32_t kMaxFrameBytes = 64u << 20;
 
 bool g_serves_workers = false;
 
-// ---- frames: a message is a list of strings -------------------------------------------------
-
 using Frame = std::vector<std::string>;
 
-void append_u32(std::string& out, std::uint32_t v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-std::string encode(const Frame& f) {
-  std::string body;
-  append_u32(body, static_cast<std::uint32_t>(f.size()));
-  for (const std::string& field : f) {
-    append_u32(body, static_cast<std::uint32_t>(field.size()));
-    body += field;
-  }
-  std::string out;
-  append_u32(out, static_cast<std::uint32_t>(body.size()));
-  return out + body;
-}
-
-// Frame fields are checked as they are read: a peer's bytes are data.
-Frame decode(const std::string& body) {
-  std::size_t at = 0;
-  auto u32 = [&]() {
-    KA_CHECK_TYPE(IoError, at + 4 <= body.size(), "trial worker: truncated message");
-    std::uint32_t v = 0;
-    std::memcpy(&v, body.data() + at, 4);
-    at += 4;
-    return v;
-  };
-  const std::uint32_t n = u32();
-  Frame f;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const std::uint32_t len = u32();
-    KA_CHECK_TYPE(IoError, at + len <= body.size(), "trial worker: truncated message");
-    f.emplace_back(body.data() + at, len);
-    at += len;
-  }
-  return f;
-}
-
-bool send_all(int fd, const std::string& bytes) {
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    sent += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// Reads exactly `size` bytes; false on end of file or error. `wait` is called before each read
-// and may throw (the supervisor's deadline).
-template <class Wait>
-bool read_exact(int fd, char* out, std::size_t size, Wait&& wait) {
-  std::size_t got = 0;
-  while (got < size) {
-    wait();
-    const ssize_t n = ::read(fd, out + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    got += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
+// Messages in both directions, with the supervisor's deadline checked before each read.
 template <class Wait>
 bool read_frame(int fd, Frame& f, Wait&& wait) {
-  std::uint32_t size = 0;
-  if (!read_exact(fd, reinterpret_cast<char*>(&size), sizeof size, wait)) return false;
-  KA_CHECK_TYPE(IoError, size <= kMaxFrameBytes, "trial worker: message of ", size,
-                " bytes is over the limit");
-  std::string body(size, '\0');
-  if (!read_exact(fd, body.data(), size, wait)) return false;
-  f = decode(body);
-  return true;
+  return read_message(fd, f, std::function<void()>(std::forward<Wait>(wait)));
 }
+bool send_all(int fd, const Frame& f) { return send_message(fd, f); }
 
 std::string num(double v) { return fmt::format("{:.17g}", v); }
 
@@ -294,7 +217,7 @@ int serve(int fd) {
     } catch (const std::exception& e) {
       reply = {"error", e.what()};
     }
-    if (!send_all(fd, encode(reply))) return 1;
+    if (!send_all(fd, reply)) return 1;
   }
   return 0;
 }
@@ -307,149 +230,53 @@ struct WorkerLost {
   std::string reason;
 };
 
-std::string exit_description(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return fmt::format("the worker process was killed by signal {} ({})", sig, strsignal(sig));
-  }
-  if (WIFEXITED(status)) {
-    return fmt::format("the worker process exited with status {}", WEXITSTATUS(status));
-  }
-  return "the worker process stopped answering";
-}
-
 // One worker process and its socket. See Note [Isolated trials].
 class WorkerProcess {
  public:
-  WorkerProcess() { spawn(); }
-  ~WorkerProcess() { stop(/*kill_first=*/false); }
-  WorkerProcess(const WorkerProcess&) = delete;
-  WorkerProcess& operator=(const WorkerProcess&) = delete;
+  WorkerProcess() : child_({"ka-trial-worker"}, {}, kWorkerFdVariable) {}
 
   // Sends `request` and returns the reply. Throws WorkerLost when the worker dies or does not
   // answer within `deadline_s` (then it is killed), ka::Interrupted when a stop signal arrives
   // while waiting (the worker is killed: the item under way is abandoned).
   Frame request(const Frame& request, double deadline_s) {
-    if (!send_all(fd_, encode(request))) throw lost();
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+    tell(request);
+    const auto until = ChildProcess::Clock::now() +
+                       std::chrono::duration_cast<ChildProcess::Clock::duration>(
                            std::chrono::duration<double>(deadline_s));
-    const auto wait = [&] { wait_readable(until, deadline_s); };
+    const auto wait = [&] {
+      switch (child_.wait_readable(until)) {
+        case ChildProcess::Wait::kReadable:
+          return;
+        case ChildProcess::Wait::kInterrupted:
+          child_.kill_and_reap();
+          throw Interrupted(interrupt_signal());
+        case ChildProcess::Wait::kDeadline:
+          child_.kill_and_reap();
+          throw WorkerLost{db::Disposition::kTimeout,
+                           fmt::format("no result within the deadline of {:.3g} s (see "
+                                       "--trial-timeout); the worker process was killed",
+                                       deadline_s)};
+      }
+    };
     Frame reply;
-    if (!read_frame(fd_, reply, wait)) throw lost();
+    if (!read_frame(child_.fd(), reply, wait)) throw lost();
     return reply;
   }
 
   // Sends without waiting for a reply (the options).
   void tell(const Frame& message) {
-    if (!send_all(fd_, encode(message))) throw lost();
+    if (!send_all(child_.fd(), message)) throw lost();
   }
 
  private:
-  void spawn();
-  void stop(bool kill_first);
-  void wait_readable(std::chrono::steady_clock::time_point until, double deadline_s);
-  WorkerLost lost();
+  // The worker is gone (end of file or a failed write): how it ended.
+  WorkerLost lost() {
+    return {db::Disposition::kCrashed,
+            "the worker process " + describe_wait_status(child_.reap(std::chrono::seconds(5)))};
+  }
 
-  pid_t pid_ = -1;
-  int fd_ = -1;
+  ChildProcess child_;
 };
-
-void WorkerProcess::spawn() {
-  int fds[2];
-  KA_CHECK_TYPE(IoError, ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0,
-                "cannot create the trial worker's socket: ", std::strerror(errno));
-  // Everything the child needs is built before fork: between fork and exec only
-  // async-signal-safe calls are made.
-  std::vector<std::string> env_text;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, kWorkerFdVariable, std::strlen(kWorkerFdVariable)) != 0) {
-      env_text.emplace_back(*e);
-    }
-  }
-  env_text.push_back(fmt::format("{}={}", kWorkerFdVariable, fds[1]));
-  std::vector<char*> envp;
-  for (std::string& s : env_text) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  char name[] = "ka-trial-worker";
-  char* argv[] = {name, nullptr};
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    KA_THROW(IoError, "cannot start a trial worker: ", std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::fcntl(fds[1], F_SETFD, 0);  // the worker's end survives exec
-    ::execve("/proc/self/exe", argv, envp.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  pid_ = pid;
-  fd_ = fds[0];
-}
-
-// Closing the socket ends a healthy worker's loop; one that does not exit soon is killed.
-void WorkerProcess::stop(bool kill_first) {
-  if (pid_ < 0) return;
-  if (kill_first) ::kill(pid_, SIGKILL);
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  int status = 0;
-  for (int i = 0; i < 200; ++i) {
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    ::usleep(10000);
-  }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-}
-
-void WorkerProcess::wait_readable(std::chrono::steady_clock::time_point until, double deadline_s) {
-  for (;;) {
-    if (const int sig = interrupt_signal(); sig != 0) {
-      stop(/*kill_first=*/true);
-      throw Interrupted(sig);
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      stop(/*kill_first=*/true);
-      throw WorkerLost{db::Disposition::kTimeout,
-                       fmt::format("no result within the deadline of {:.3g} s (see "
-                                   "--trial-timeout); the worker process was killed",
-                                   deadline_s)};
-    }
-    pollfd p{fd_, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-    if (ready > 0) return;  // readable, or hung up: read() tells which
-  }
-}
-
-// The worker is gone (end of file or a failed write): how it ended.
-WorkerLost WorkerProcess::lost() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  int status = 0;
-  std::string why = "the worker process closed its socket";
-  for (int i = 0; i < 500 && pid_ >= 0; ++i) {
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      why = exit_description(status);
-      pid_ = -1;
-    } else {
-      ::usleep(10000);
-    }
-  }
-  stop(/*kill_first=*/true);
-  return {db::Disposition::kCrashed, why};
-}
 
 // The deadline of one trial of a shape whose default call takes `default_call_ns`.
 double trial_deadline_s(const TuneOptions& o, double default_call_ns) {
