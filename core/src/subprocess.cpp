@@ -66,9 +66,10 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
 
 ChildProcess::~ChildProcess() { reap(); }
 
-ChildProcess::Wait ChildProcess::wait_readable(std::optional<Clock::time_point> until) {
+ChildProcess::Wait ChildProcess::wait_readable(std::optional<Clock::time_point> until,
+                                               bool notice_interrupt) {
   for (;;) {
-    if (interrupt_signal() != 0) return Wait::kInterrupted;
+    if (notice_interrupt && interrupt_signal() != 0) return Wait::kInterrupted;
     std::int64_t wait_ms = 1000;  // a signal is noticed within a second even without EINTR
     if (until) {
       const auto left =

@@ -38,8 +38,9 @@ class ChildProcess {
   [[nodiscard]] int fd() const noexcept { return fd_; }
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   /// Blocks until the socket is readable (data, or the child closed it), `until` passes
-  /// (never, when nullopt) or a stop signal arrives (ka::interrupt_signal()).
-  Wait wait_readable(std::optional<Clock::time_point> until);
+  /// (never, when nullopt) or, with `notice_interrupt`, a stop signal has arrived
+  /// (ka::interrupt_signal()).
+  Wait wait_readable(std::optional<Clock::time_point> until, bool notice_interrupt = true);
   /// Sends `sig` to the child (not to its group).
   void signal(int sig) const;
   /// Closes the socket and reaps the child, waiting up to `grace` for it to exit before
