@@ -117,6 +117,13 @@ void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& f
   app.add_option("--dump-dispatch", flags.dump_dispatch,
                  "print the dispatcher's registration state and computed kernel table of an "
                  "operator ka serves (e.g. aten::addmm) and exit");
+  app.add_flag("--isolate", options.isolate,
+               "run the cases in a supervised child process: a case that crashes it is stored "
+               "as 'crashed' and the rest of the suite runs in a new one (into the same run)");
+  app.add_option("--case-timeout", options.case_timeout_s,
+                 "seconds a case (all its variants) may take before it is stopped and stored as "
+                 "'timeout' (implies --isolate; 0 = no limit)")
+      ->check(ka::apps::finite_number(true));
   app.add_flag("-v,--verbose", flags.verbose, "debug logging (or set KA_LOG_LEVEL=debug|trace)");
 }
 
@@ -169,6 +176,10 @@ int main(int argc, char** argv) {
       return fail(2, "--suite is required (try --list-suites)");
     }
     ka::harness::apply_isa_restriction(options, argv);  // may re-execute ka-bench
+    if (options.case_timeout_s > 0) options.isolate = true;
+    if (options.isolate) {
+      return ka::harness::run_suite_isolated(options, std::vector<std::string>(argv, argv + argc));
+    }
     return ka::harness::run_suite(options);
   } catch (const ka::ValueError& e) {
     return fail(2, e.what());

@@ -2,6 +2,7 @@
 // show, export (SQLite table, C++ header, JSON), import, merge, diff.
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
+#include <ka/core/interrupt.hpp>
 #include <ka/core/option_checks.hpp>
 #include <ka/db/queries.hpp>
 #include <ka/db/recommendation_io.hpp>
@@ -588,13 +589,25 @@ int main(int argc, char** argv) {
                  e.what());
     return 2;
   }
+  // Every subcommand is one transaction (or a read): a first SIGINT/SIGTERM/SIGHUP lets it
+  // finish and then exits 128 + the signal; a second ends ka-db at once, and SQLite rolls the
+  // unfinished transaction back.
+  const ka::InterruptScope stop_on_signal;
+  const auto finished = [](int code) {
+    if (const int sig = ka::interrupt_signal(); sig != 0) {
+      std::fprintf(stderr, "ka-db: interrupted by signal %d; the command had finished and "
+                           "what it wrote is complete\n", sig);
+      return 128 + sig;
+    }
+    return code;
+  };
   try {
     ka::check_environment();
-    if (show_cmd->parsed()) return run_show(show);
-    if (export_cmd->parsed()) return run_export(exp);
-    if (import_cmd->parsed()) return run_import(imp);
-    if (merge_cmd->parsed()) return run_merge(merge);
-    if (diff_cmd->parsed()) return run_diff(diff);
+    if (show_cmd->parsed()) return finished(run_show(show));
+    if (export_cmd->parsed()) return finished(run_export(exp));
+    if (import_cmd->parsed()) return finished(run_import(imp));
+    if (merge_cmd->parsed()) return finished(run_merge(merge));
+    if (diff_cmd->parsed()) return finished(run_diff(diff));
     return fail(2, "no subcommand");
   } catch (const UsageError& e) {
     return fail(2, e.what());

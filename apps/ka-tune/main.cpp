@@ -1,12 +1,14 @@
 // ka-tune: sweep a kernel's launch configurations per operator shape; store every trial and
 // the winners (the recommendation table the extractor consults).
 #include <ka/core/error.hpp>
+#include <ka/core/interrupt.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/core/option_checks.hpp>
 #include <ka/harness/fusion_tune.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/profiler/measure.hpp>
 #include <ka/tuner/search.hpp>
+#include <ka/tuner/trial_worker.hpp>
 #include <ka/tuner/tune.hpp>
 
 #include <CLI/CLI.hpp>
@@ -30,7 +32,12 @@ constexpr const char* kAbout =
     "where it stopped when run again. The best candidates and the default are then timed in\n"
     "8 paired rounds; one replaces the default only if it was faster in at least 7 of them\n"
     "(a sign test at 95%; else the default wins a tie); winners go to the recommendation\n"
-    "table (load it with KA_TUNED_TABLE=<db>).";
+    "table (load it with KA_TUNED_TABLE=<db>).\n"
+    "Each configuration runs in a worker process: one that crashes or overruns\n"
+    "--trial-timeout is recorded as 'crashed' or 'timeout' and the sweep goes on; a resumed\n"
+    "sweep does not run it again (--retry-failed does). SIGINT, SIGTERM or SIGHUP stop the\n"
+    "sweep (what finished is stored, the run is marked failed, exit 128 + the signal); a\n"
+    "second signal ends ka-tune at once.";
 
 int fail(int code, const std::string& what) {
   std::fprintf(stderr, "ka-tune: error: %s\n", what.c_str());
@@ -62,6 +69,7 @@ struct Args {
   std::string cache = "hot";
   std::string device = "cpu";
   bool replay = false;
+  bool in_process = false;
   bool fusion = false;
   bool list = false;
   bool verbose = false;
@@ -96,6 +104,18 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--db", o.db_path, "SQLite database for trials and recommendations")
       ->capture_default_str();
   app.add_flag("--fresh", o.fresh, "measure every configuration again, ignoring stored trials");
+  app.add_flag("--retry-failed", o.retry_failed,
+               "run again the configurations stored as crashed, timed out or failed (a resumed "
+               "sweep keeps them otherwise)");
+  app.add_option("--trial-timeout", o.trial_timeout_s,
+                 "seconds a configuration may take before its worker is killed and the trial "
+                 "recorded as 'timeout' (0 = automatic: 10 s + 3 x --config-budget + 20 x the "
+                 "default config's time for the calls a trial makes)")
+      ->capture_default_str()
+      ->check(ka::apps::finite_number(true));
+  app.add_flag("--in-process", a.in_process,
+               "run configurations in ka-tune's own process (no worker: a crashing "
+               "configuration ends the sweep; for debugging and for measuring isolation's cost)");
   app.add_option("--target-ci", o.measure.target_rel_ci95,
                  "stop timing a config when the CI95 half-width is this fraction of the median")
       ->capture_default_str()
@@ -178,6 +198,15 @@ int run_fusion(const Args& a) {
   return ka::harness::tune_fusion(f);
 }
 
+// ", 3 failed (1 crashed, 1 timed out)", or nothing.
+std::string failures(const ka::tuner::ShapeOutcome& r) {
+  if (r.failed == 0) return {};
+  std::string detail;
+  if (r.crashed != 0) detail += fmt::format("{} crashed", r.crashed);
+  if (r.timed_out != 0) detail += fmt::format("{}{} timed out", detail.empty() ? "" : ", ", r.timed_out);
+  return fmt::format(", {} failed{}", r.failed, detail.empty() ? "" : " (" + detail + ")");
+}
+
 // One line per tuned shape, and a legend.
 void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& outcomes) {
   const ka::tuner::TuneOptions& o = a.o;
@@ -195,7 +224,7 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
                 ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain,
                 r.evaluated, r.reused, r.space,
                 r.equivalent ? fmt::format(", {} equivalent", r.equivalent).c_str() : "",
-                r.failed ? fmt::format(", {} failed", r.failed).c_str() : "",
+                failures(r).c_str(),
                 r.separated ? "" : " (tie with #2)");
   }
   std::printf("(gain = default config's median / best's, both re-measured together; \"tie with "
@@ -224,6 +253,7 @@ int run_tune(Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ka::tuner::serve_trial_worker_if_asked();  // a trial worker serves and exits here
   Args a;
   for (int i = 0; i < argc; ++i) a.o.command_line += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{kAbout, "ka-tune"};
@@ -245,6 +275,7 @@ int main(int argc, char** argv) {
       a.cache == "cold" ? ka::profiler::CacheMode::kCold : ka::profiler::CacheMode::kHot;
   a.o.device = a.device == "cuda" ? ka::DeviceType::kCUDA : ka::DeviceType::kCPU;
   if (a.quiet) a.o.progress = nullptr;
+  a.o.isolate = !a.in_process;
   if (a.list) {
     for (const auto& s : ka::tuner::strategy_names()) std::printf("%s\n", s.c_str());
     return 0;
@@ -256,6 +287,11 @@ int main(int argc, char** argv) {
     if (a.replay) return run_replay(a);
     if (a.fusion) return run_fusion(a);
     return run_tune(a);
+  } catch (const ka::Interrupted& e) {
+    std::fprintf(stderr, "ka-tune: interrupted by signal %d; what finished is stored in %s and "
+                         "the run is marked failed\n",
+                 e.signal_number(), a.o.db_path.c_str());
+    return e.exit_code();
   } catch (const ka::ValueError& e) {
     return fail(2, e.what());
   } catch (const std::exception& e) {

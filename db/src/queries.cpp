@@ -48,8 +48,7 @@ TrialCounts trial_counts(const Statement& st) {
 }
 
 Disposition parse_disposition(const std::string& text) {
-  for (const Disposition d : {Disposition::kOk, Disposition::kFailed, Disposition::kTimeout,
-                              Disposition::kIncorrect, Disposition::kUnsupported}) {
+  for (const Disposition d : kDispositions) {
     if (to_string(d) == text) return d;
   }
   // The schema's CHECK constraint admits no other value.

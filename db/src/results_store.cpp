@@ -2,6 +2,8 @@
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
 #include <ka/db/run_liveness.hpp>
+
+#include <sqlite3.h>
 #include <ka/db/schema.hpp>
 
 #include <unistd.h>
@@ -56,11 +58,25 @@ std::string_view to_string(Disposition d) {
       return "incorrect";
     case Disposition::kUnsupported:
       return "unsupported";
+    case Disposition::kCrashed:
+      return "crashed";
   }
   return "failed";
 }
 
 ResultsStore::ResultsStore(const std::string& path) : db_(path) { migrate(db_); }
+
+void ResultsStore::continue_run(std::int64_t run_id) {
+  Transaction tx(db_);
+  const ProcessIdentity me = this_process();
+  auto st = db_.prepare(
+      "UPDATE runs SET status = 'running', finished_at = NULL, pid = ?1, pid_start = ?2, "
+      "host_boot = ?3 WHERE id = ?4");
+  st.bind(1, me.pid).bind(2, me.start_ticks).bind(3, me.host_boot).bind(4, run_id).run();
+  KA_CHECK_TYPE(DbError, sqlite3_changes(db_.handle()) == 1, db_.path(), ": no run ", run_id,
+                " to continue");
+  tx.commit();
+}
 
 std::int64_t ResultsStore::begin_run(const RunInfo& info) {
   Transaction tx(db_);

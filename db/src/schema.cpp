@@ -164,6 +164,75 @@ INSERT INTO runs_v3 (id, started_at, finished_at, status, tool, command_line, ho
 DROP TABLE runs;
 ALTER TABLE runs_v3 RENAME TO runs;
 )sql",
+    // 3 -> 4: the disposition 'crashed' (a trial or case whose worker process died). SQLite
+    // cannot alter a CHECK constraint, so both tables are rebuilt; nothing references them.
+    R"sql(
+CREATE TABLE results_v4 (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  suite           TEXT NOT NULL,
+  case_name       TEXT NOT NULL,
+  impl            TEXT NOT NULL,               -- ka, libtorch, ...
+  benchmark_name  TEXT NOT NULL,               -- <suite>/<case>/<impl>
+  op              TEXT NOT NULL,
+  shape_key       TEXT NOT NULL,
+  m               INTEGER,
+  n               INTEGER,
+  k               INTEGER,
+  dtype           TEXT NOT NULL,
+  kernel          TEXT,                        -- kernel name (ka) or library (libtorch)
+  kernel_version  INTEGER,
+  config          TEXT,                        -- LaunchConfig canonical form
+  disposition     TEXT NOT NULL
+                  CHECK (disposition IN ('ok', 'failed', 'timeout', 'incorrect', 'unsupported',
+                                        'crashed')),
+  error           TEXT,
+  max_abs_error   REAL,                        -- vs the reference, when checked
+  cache_state     TEXT NOT NULL DEFAULT 'hot', -- hot (back-to-back) or cold (flushed)
+  repetitions     INTEGER,
+  iterations      INTEGER,                     -- per repetition
+  median_ns       REAL,                        -- median over repetitions of per-call time
+  mean_ns         REAL,
+  min_ns          REAL,
+  max_ns          REAL,
+  stddev_ns       REAL,
+  gflops          REAL,                        -- from median_ns
+  pct_peak        REAL,                        -- gflops / fma_peak_gflops * 100
+  UNIQUE (run_id, benchmark_name)
+);
+INSERT INTO results_v4 SELECT * FROM results;
+DROP TABLE results;
+ALTER TABLE results_v4 RENAME TO results;
+CREATE INDEX results_by_shape ON results (shape_key, impl);
+CREATE TABLE trials_v4 (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  op              TEXT NOT NULL,               -- operator overload or fusion pattern
+  shape_key       TEXT NOT NULL,               -- ShapeKey canonical form
+  kernel          TEXT NOT NULL,
+  kernel_version  INTEGER NOT NULL,
+  config          TEXT NOT NULL,               -- LaunchConfig canonical form
+  disposition     TEXT NOT NULL
+                  CHECK (disposition IN ('ok', 'failed', 'timeout', 'incorrect', 'unsupported',
+                                        'crashed')),
+  error           TEXT,
+  median_ns       REAL,
+  mean_ns         REAL,
+  min_ns          REAL,
+  max_ns          REAL,
+  stddev_ns       REAL,
+  ci95_ns         REAL,                        -- half-width of the 95% confidence interval
+  repetitions     INTEGER,
+  cache_state     TEXT NOT NULL DEFAULT 'hot' CHECK (cache_state IN ('hot', 'cold')),
+  created_at      TEXT NOT NULL,
+  -- A resumed sweep re-inserting a trial updates it instead of adding a second row.
+  UNIQUE (run_id, shape_key, kernel, config)
+);
+INSERT INTO trials_v4 SELECT * FROM trials;
+DROP TABLE trials;
+ALTER TABLE trials_v4 RENAME TO trials;
+CREATE INDEX trials_by_shape ON trials (op, shape_key, kernel, kernel_version);
+)sql",
 };
 
 // Note [Rebuilding runs]

@@ -1,10 +1,12 @@
 #include <ka/harness/detail/bench_case.hpp>
 #include "blas_info.hpp"
+#include "case_supervisor.hpp"
 #include <ka/harness/detail/isa_restriction.hpp>
 #include <ka/harness/detail/peer_blas.hpp>
 #include <ka/harness/detail/roofline.hpp>
 
 #include <ka/core/error.hpp>
+#include <ka/core/interrupt.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/core/option_checks.hpp>
@@ -22,14 +24,14 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+
+#include <functional>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cmath>
 #include <limits>
 #include <cstdio>
@@ -60,19 +62,12 @@ using detail::kImplLibtorch;
 constexpr std::uint64_t kSeed = 20261130;
 
 // Note [Interrupting a run]
-// The first SIGINT/SIGTERM only sets a flag: the benchmark under way finishes its
-// repetitions (Google Benchmark 1.7 aborts when the repetitions of one benchmark report
-// different iteration counts, so it cannot stop half-way), every benchmark not yet started is
-// skipped as INTERRUPTED, the finished results are stored and the run is marked failed. The
-// handler restores the default action, so a second signal kills the process at once.
-std::atomic<int> g_interrupt_signal{0};
-
-extern "C" void on_interrupt(int signal_number) {
-  g_interrupt_signal.store(signal_number, std::memory_order_relaxed);
-  std::signal(signal_number, SIG_DFL);
-}
-
-bool interrupted() { return g_interrupt_signal.load(std::memory_order_relaxed) != 0; }
+// Inside run_benchmarks, the first SIGINT/SIGTERM/SIGHUP only sets a flag (ka::InterruptScope):
+// the benchmark under way finishes its repetitions (Google Benchmark 1.7 aborts when the
+// repetitions of one benchmark report different iteration counts, so it cannot stop
+// half-way), every benchmark not yet started is skipped as INTERRUPTED, the finished results
+// are stored and the run is marked failed. A second signal kills the process at once.
+bool interrupted() { return interrupt_signal() != 0; }
 
 constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
 
@@ -134,6 +129,9 @@ struct Session {
   std::map<std::string, Outcome> outcomes;  // by benchmark name
   bool db_failed = false;
   std::size_t rows_stored = 0;
+  int interrupt_signal = 0;  // the signal that stopped the run (Note [Interrupting a run])
+  std::size_t reported_case = SIZE_MAX;  // the case a supervisor was last told of
+  std::function<void()> store_pending;  // stores the benchmark last reported (run_benchmarks)
 
   // Cases' tensors are built on first use and dropped when another case starts: the
   // benchmarks of a case's variants run back to back, so each case is built once.
@@ -264,11 +262,26 @@ double case_read_gbps(const Session& s, const CaseState& cs) {
   return cs.read_gbps > 0.0 ? cs.read_gbps : s.read_gbps;
 }
 
+// Tells a supervisor (ka-bench --isolate) that case i starts, once per case, after storing
+// the benchmark before it: Google Benchmark reports a benchmark's runs before it starts the
+// next, but the reporter stores them only when the next one reports, which a case that
+// crashes never does.
+void report_case_start(Session& s, std::size_t i) {
+  detail::SupervisedRun* supervisor = detail::SupervisedRun::current();
+  if (supervisor == nullptr || s.reported_case == i) return;
+  s.reported_case = i;
+  if (s.store_pending) s.store_pending();
+  std::vector<std::string> names;
+  for (const std::string& impl : s.cases[i].variants) names.push_back(s.benchmark_name(i, impl));
+  supervisor->report_case(s.cases[i].c.name, names);
+}
+
 // One benchmark: variant v of case i. A ka or peer variant is timed only once its check passed
 // (the check is its warm-up call); libtorch gets one warm-up call.
 void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size_t v) {
   CaseState& cs = s->cases[i];
   if (skip_if_interrupted(state, cs.started[v])) return;
+  report_case_start(*s, i);
   detail::BenchCase* b = nullptr;
   try {
     b = &s->materialize(i);
@@ -1243,6 +1256,13 @@ void initialize_google_benchmark(const BenchOptions& options) {
   args = {"ka-bench", "--benchmark_repetitions=" + std::to_string(options.repetitions),
           fmt::format("--benchmark_min_time={}", options.min_time_s)};
   args.insert(args.end(), options.benchmark_flags.begin(), options.benchmark_flags.end());
+  // Google Benchmark 1.7.1 treats its default filter "." specially and then grows its list
+  // of benchmarks one reservation per case, copying it each time: quadratic in the cases
+  // (a 25,000-case suite took 79 s to start, 4.5 s with ".*"). ".*" selects the same.
+  if (const std::string f = flag_value(options.benchmark_flags, "benchmark_filter");
+      f.empty() || f == ".") {
+    args.emplace_back("--benchmark_filter=.*");
+  }
   static std::vector<char*> argv;
   argv.clear();
   for (auto& a : args) argv.push_back(a.data());
@@ -1410,8 +1430,17 @@ void begin_stored_run(Session& s, const RunSetting& run, const MachineProbes& m,
     info.openblas_core += (p == 0 ? "; --vs " : "; ") + refs.peers[p] + ": " +
                           refs.peer_info[p].kernel();
   }
-  s.run_id = s.store->begin_run(info);
-  fmt::print(out, "results: {} (run {})\n", s.options.db_path, s.run_id);
+  detail::SupervisedRun* supervisor = detail::SupervisedRun::current();
+  if (supervisor != nullptr && supervisor->resume_run_id() > 0) {
+    s.run_id = supervisor->resume_run_id();
+    s.store->continue_run(s.run_id);
+    fmt::print(out, "results: {} (run {}, continued without the {} cases run before)\n",
+               s.options.db_path, s.run_id, supervisor->skipped_cases().size());
+  } else {
+    s.run_id = s.store->begin_run(info);
+    fmt::print(out, "results: {} (run {})\n", s.options.db_path, s.run_id);
+  }
+  if (supervisor != nullptr) supervisor->report_run(s.run_id);
 }
 
 // One Google Benchmark per (case, variant), each with its Outcome slot.
@@ -1442,18 +1471,20 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& f
                                  : benchmark::ConsoleReporter::OO_None);
 }
 
-// Runs every registered benchmark with SIGINT/SIGTERM turned into a stop after the current
+// Runs every registered benchmark with SIGINT/SIGTERM/SIGHUP turned into a stop after the current
 // one; returns how many ran.
 std::size_t run_benchmarks(Session& s, std::unique_ptr<benchmark::BenchmarkReporter> inner,
                            bool console) {
   CollectingReporter reporter(s, std::move(inner), console);
-  g_interrupt_signal.store(0);
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-  const std::size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  s.store_pending = [&reporter] { reporter.flush(); };
+  std::size_t ran = 0;
+  {
+    const InterruptScope scope;
+    ran = benchmark::RunSpecifiedBenchmarks(&reporter);
+    s.interrupt_signal = interrupt_signal();
+  }
   reporter.flush();
+  s.store_pending = nullptr;
   benchmark::Shutdown();
   s.current.reset();
   return ran;
@@ -1471,7 +1502,7 @@ bool all_variants_ok(const Session& s) {
 // Closes the stored run, reports an interruption, and turns the outcome into the exit code.
 int finish_run(Session& s, std::size_t ran, std::FILE* out) {
   const bool all_ok = all_variants_ok(s);
-  const int signal_number = g_interrupt_signal.load();
+  const int signal_number = s.interrupt_signal;
   if (s.store) {
     s.store->finish_run(s.run_id, all_ok && !s.db_failed && signal_number == 0 && ran > 0);
     fmt::print(out, "stored {} benchmark results in {} (run {}{})\n", s.rows_stored,
@@ -1489,6 +1520,16 @@ int finish_run(Session& s, std::size_t ran, std::FILE* out) {
   return all_ok ? 0 : 1;
 }
 
+// In a ka-bench a supervisor started (--isolate), the cases earlier children finished or lost.
+void leave_out_finished_cases(Suite& suite) {
+  const detail::SupervisedRun* supervisor = detail::SupervisedRun::current();
+  if (supervisor == nullptr) return;
+  const auto& skipped = supervisor->skipped_cases();
+  suite.cases.erase(std::remove_if(suite.cases.begin(), suite.cases.end(),
+                                   [&](const SuiteCase& c) { return skipped.count(c.name) != 0; }),
+                    suite.cases.end());
+}
+
 // run_suite() without the trace: everything from loading the suite to the exit code.
 int run_traced_suite(const BenchOptions& options) {
   RunSetting run;
@@ -1497,6 +1538,7 @@ int run_traced_suite(const BenchOptions& options) {
   s.options = options;
   run.path = find_suite_file(options.suite, options.suites_dir);
   s.suite = load_suite_file(run.path);
+  leave_out_finished_cases(s.suite);
   const bool gpu = options.device == "cuda";
   check_options(options, gpu, s.options);
   if (gpu) {
@@ -1530,6 +1572,9 @@ int run_traced_suite(const BenchOptions& options) {
   std::fflush(out);
   register_benchmarks(s);
   const std::size_t ran = run_benchmarks(s, std::move(reporter), console);
+  if (detail::SupervisedRun* supervisor = detail::SupervisedRun::current()) {
+    supervisor->report_done();
+  }
   print_summary(s, out);
   const int code = finish_run(s, ran, out);
   check_benchmark_out_written(options, ran);

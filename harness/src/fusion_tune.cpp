@@ -3,6 +3,7 @@
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
+#include <ka/core/interrupt.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
 #include <ka/harness/fusion_tune.hpp>
@@ -40,9 +41,14 @@ int tune_fusion(const FusionTuneOptions& o) {
              "decision", "patterns");
   bool ok = true;
   int cases = 0;
+  const InterruptScope stop_on_signal;
   for (std::size_t i = 0; i < suite.cases.size(); ++i) {
     const SuiteCase& c = suite.cases[i];
     if (!c.is_graph() || !std::regex_search(c.name, filter)) continue;
+    if (const int sig = interrupt_signal(); sig != 0) {  // the case under way has finished
+      store.finish_run(run, false);
+      throw Interrupted(sig);
+    }
     ++cases;
     try {
       detail::GraphCase g(c, 20261130 + i);

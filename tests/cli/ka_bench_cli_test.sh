@@ -147,6 +147,27 @@ case "$case_name" in
     bad=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE error LIKE 'INTERRUPTED%' AND repetitions = 0")
     [ "$bad" = "0" ] || fail "benchmarks that never ran were stored"
     ;;
+  isolate)
+    # --isolate / --case-timeout: a case that crashes its process or overruns is stored as
+    # 'crashed' / 'timeout' for each of its benchmarks, the rest of the suite runs into the
+    # same run, the run is marked failed and the exit status is 1. KA_TEST_CASE_FAULT makes
+    # the supervised child raise SIGSEGV in 'primes' and spin in 'tails'.
+    KA_TEST_CASE_FAULT=crash:primes,hang:tails "$ka_bench" --suite smoke --db "$tmp/ka.db" "${quick[@]}" --case-timeout 5 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 1 ] || fail "exit $rc, expected 1: $(tail -5 "$tmp/err")"
+    runs=$("$sqlite3" "$tmp/ka.db" "SELECT count(*), group_concat(status) FROM runs")
+    [ "$runs" = "1|failed" ] || fail "runs: $runs (expected one run, failed)"
+    got=$("$sqlite3" "$tmp/ka.db" "SELECT case_name || ':' || impl || ':' || disposition FROM results ORDER BY case_name, impl" | tr '\n' ' ')
+    want="empty_k:ka:ok empty_k:libtorch:ok one:ka:ok one:libtorch:ok primes:ka:crashed primes:libtorch:crashed square_64:ka:ok square_64:libtorch:ok tails:ka:timeout tails:libtorch:timeout "
+    [ "$got" = "$want" ] || fail "results: $got"
+    "$sqlite3" "$tmp/ka.db" "SELECT error FROM results WHERE case_name = 'primes' AND impl = 'ka'" | grep -q "process" || fail "no reason stored for the crash"
+    grep -qE "primes +crashed" "$tmp/out" || fail "the lost cases are not listed"
+    grep -qE "tails +timeout" "$tmp/out" || fail "the timed-out case is not listed"
+    # Without faults, --isolate runs the suite as before: every benchmark ok, exit 0.
+    "$ka_bench" --suite smoke --db "$tmp/ok.db" "${quick[@]}" --isolate >"$tmp/out" 2>"$tmp/err" || fail "clean --isolate run failed: $(tail -5 "$tmp/err")"
+    ok=$("$sqlite3" "$tmp/ok.db" "SELECT count(*) FROM results WHERE disposition = 'ok'")
+    [ "$ok" = 10 ] || fail "clean --isolate run stored $ok ok rows, expected 10"
+    ;;
   fused_explain)
     # The shipped fused suite's plans: one checked run per ka variant, nothing timed or stored.
     "$ka_bench" --suite fused --explain --threads 2 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"

@@ -48,6 +48,35 @@ case "$case_name" in
     total=$("$sqlite3" "$tmp/ka.db" "SELECT count(*), count(DISTINCT config) FROM trials")
     [ "$total" = "$((before + 60))|$((before + 60))" ] || fail "trials after resume: $total (expected $((before + 60)) distinct)"
     ;;
+  signals)
+    # SIGTERM, SIGINT or SIGHUP stops the sweep after the trial under way: what finished is
+    # stored, the run is marked failed and ka-tune exits with 128 + the signal. The signal is
+    # sent while ka-tune is stopped after its 3rd trial (KA_TEST_STOP_AFTER_TRIALS), so it
+    # lands at a known point on any machine.
+    for sig in TERM INT HUP; do
+      rm -f "$tmp"/sig.db*
+      args=(--op aten::addmm --shapes 48x64x80 --strategy exhaustive --budget 60 --db "$tmp/sig.db" --config-budget 0.02 -q)
+      KA_TEST_STOP_AFTER_TRIALS=3 "$ka_tune" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
+      pid=$!
+      for _ in $(seq 1 1200); do
+        state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+        [ "$state" = "T" ] && break
+        [ -n "$state" ] || break
+        sleep 0.05
+      done
+      kill -s "$sig" $pid
+      kill -s CONT $pid
+      wait $pid
+      rc=$?
+      expected=$((128 + $(kill -l "$sig")))
+      [ $rc -eq $expected ] || fail "SIG$sig: exit $rc (expected $expected): $(cat "$tmp/err")"
+      grep -q "interrupted by signal" "$tmp/err" || fail "SIG$sig: no message: $(cat "$tmp/err")"
+      status=$("$sqlite3" "$tmp/sig.db" "SELECT status FROM runs")
+      [ "$status" = "failed" ] || fail "SIG$sig: run status $status (expected failed)"
+      n=$("$sqlite3" "$tmp/sig.db" "SELECT count(*) FROM trials")
+      [ "$n" = 3 ] || fail "SIG$sig: $n trials stored (expected the 3 finished)"
+    done
+    ;;
   replay)
     "$ka_tune" --op aten::mm --shapes 8x16x24 --strategy exhaustive --db "$tmp/ka.db" --config-budget 0.005 --finalists 2 -q >"$tmp/out" 2>"$tmp/err" || fail "exhaustive sweep failed"
     "$ka_tune" --replay --strategy model --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err" || fail "replay failed"

@@ -1,6 +1,7 @@
 // ka-tune's engine. See Note [Tuning a shape].
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
+#include <ka/core/interrupt.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/core/option_checks.hpp>
 #include <ka/core/text.hpp>
@@ -13,6 +14,9 @@
 #include <ka/tuner/paired_finals.hpp>
 #include <ka/tuner/search.hpp>
 #include <ka/tuner/tune.hpp>
+
+#include "shape_trials.hpp"
+#include "trial_runner.hpp"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -52,138 +56,13 @@ namespace ka::tuner {
 //    Note [Paired finals] (ka/tuner/paired_finals.hpp) picks the winner.
 // 4. The winner is written to `recommendations` with its median and its gain over the
 //    default configuration.
+// With isolated trials (TuneOptions::isolate, ka-tune's default), what 1-3 run and time
+// happens in a worker process, and this process only decides, counts and stores: see
+// Note [Isolated trials] in trial_worker.cpp.
 
 namespace {
 
-struct ShapeCall {
-  std::vector<c10::IValue> args;
-  at::Tensor reference;
-  std::int64_t k = 1;
-};
-
-// The ops ka-tune can tune and the form of their shapes: GEMMs take MxKxN (BxMxKxN for bmm),
-// the others the sizes of their input (softmax, layer_norm and sum over its last dim; a
-// binary op's second input has the same sizes; gelu is the exact form, approximate='none').
-struct TunableOp {
-  const char* op;
-  std::size_t min_dims;
-  std::size_t max_dims;
-  const char* form;  // for error messages
-};
-constexpr const char* kSizes = "the input's sizes, 1 to 4 dims, e.g. 4096x4096";
-constexpr TunableOp kTunableOps[] = {
-    {"aten::mm", 3, 3, "MxKxN"},        {"aten::addmm", 3, 3, "MxKxN"},
-    {"aten::bmm", 4, 4, "BxMxKxN"},     {"aten::_softmax", 1, 4, kSizes},
-    {"aten::layer_norm", 1, 4, kSizes}, {"aten::sum.dim_IntList", 1, 4, kSizes},
-    {"aten::add.Tensor", 1, 4, kSizes}, {"aten::mul.Tensor", 1, 4, kSizes},
-    {"aten::relu", 1, 4, kSizes},       {"aten::gelu", 1, 4, kSizes},
-    {"aten::sigmoid", 1, 4, kSizes},    {"aten::silu", 1, 4, kSizes},
-};
-
-const TunableOp& tunable_op(const std::string& op) {
-  for (const TunableOp& t : kTunableOps) {
-    if (op == t.op) return t;
-  }
-  std::string names;
-  for (const TunableOp& t : kTunableOps) names += (names.empty() ? "" : ", ") + std::string(t.op);
-  KA_THROW(ValueError, "--op ", op, " is not tunable yet (tunable: ", names, ")");
-}
-
-std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& shape) {
-  const TunableOp& t = tunable_op(op);
-  std::vector<std::int64_t> dims;
-  for (const std::string_view piece : split(shape, 'x')) {
-    const std::string part(piece);
-    char* end = nullptr;
-    const long long v = std::strtoll(part.c_str(), &end, 10);
-    KA_CHECK(!part.empty() && end != nullptr && *end == '\0' && v > 0, "bad shape '", shape,
-             "' for ", op, ": expected positive integers separated by 'x' (", t.form, ")");
-    dims.push_back(v);
-  }
-  KA_CHECK(dims.size() >= t.min_dims && dims.size() <= t.max_dims, "bad shape '", shape,
-           "' for ", op, ": expected ", t.form);
-  return dims;
-}
-
-ShapeCall make_call(const std::string& op, const std::string& shape) {
-  const auto d = parse_dims(op, shape);
-  ShapeCall c;
-  auto uniform = [](c10::IntArrayRef sizes) { return at::rand(sizes) * 2 - 1; };
-  if (op == "aten::mm" || op == "aten::addmm") {
-    const at::Tensor a = uniform({d[0], d[1]});
-    const at::Tensor b = uniform({d[1], d[2]});
-    c.k = d[1];
-    if (op == "aten::mm") {
-      c.args = {a, b};
-      c.reference = at::mm(a, b);
-    } else {
-      const at::Tensor bias = uniform({d[2]});
-      c.args = {bias, a, b, 1, 1};
-      c.reference = at::addmm(bias, a, b);
-    }
-    return c;
-  }
-  if (op == "aten::bmm") {
-    const at::Tensor a = uniform({d[0], d[1], d[2]});
-    const at::Tensor b = uniform({d[0], d[2], d[3]});
-    c.k = d[2];
-    c.args = {a, b};
-    c.reference = at::bmm(a, b);
-    return c;
-  }
-  const at::Tensor x = uniform(d);
-  const std::int64_t last = d.back();
-  if (op == "aten::_softmax") {
-    c.args = {x, -1, false};
-    c.reference = at::_softmax(x, -1, false);
-  } else if (op == "aten::layer_norm") {
-    const at::Tensor w = uniform({last});
-    const at::Tensor b = uniform({last});
-    c.args = {x, std::vector<std::int64_t>{last}, w, b, 1e-5, true};
-    c.reference = at::layer_norm(x, {last}, w, b, 1e-5);
-  } else if (op == "aten::sum.dim_IntList") {
-    c.k = last;
-    c.args = {x, c10::IValue(std::vector<std::int64_t>{-1}), false, c10::IValue()};
-    c.reference = at::sum(x, {-1});
-  } else if (op == "aten::add.Tensor" || op == "aten::mul.Tensor") {
-    const at::Tensor y = uniform(d);
-    c.args = op == "aten::add.Tensor" ? std::vector<c10::IValue>{x, y, 1}
-                                      : std::vector<c10::IValue>{x, y};
-    c.reference = op == "aten::add.Tensor" ? x + y : x * y;
-  } else if (op == "aten::gelu") {
-    c.args = {x, std::string("none")};
-    c.reference = at::gelu(x);
-  } else if (op == "aten::relu") {
-    c.args = {x};
-    c.reference = at::relu(x);
-  } else if (op == "aten::sigmoid") {
-    c.args = {x};
-    c.reference = at::sigmoid(x);
-  } else if (op == "aten::silu") {
-    c.args = {x};
-    c.reference = at::silu(x);
-  } else {  // in kTunableOps without a call built here
-    KA_THROW(InternalError, "no call is built for ", op, ", a tunable op");
-  }
-  return c;
-}
-
-// The call's tensor arguments copied to `device` (the reference stays where it was computed).
-void move_args(ShapeCall& c, DeviceType device) {
-  if (device == DeviceType::kCPU) return;
-  for (c10::IValue& a : c.args) {
-    if (a.isTensor()) a = a.toTensor().to(at::Device(at::kCUDA, 0));
-  }
-}
-
-// Device time of one run of `call`: CPU calls by the host clock, CUDA calls by events.
-profiler::Measurement time_call(const extractor::PreparedCall& call,
-                                const profiler::MeasureOptions& options) {
-  if (call.device().type == DeviceType::kCUDA) {
-    return profiler::measure_cuda([&call](void* stream) { call.enqueue(stream); }, options);
-  }
-  return profiler::measure([&call] { call.run(); }, options);
-}
+using detail::Finals;
 
 // The fingerprint trials and recommendations are stored under: this CPU's, or the GPU's.
 // Throws ka::CudaError when CUDA was asked for and cannot be used here.
@@ -200,24 +79,27 @@ DeviceFingerprint device_fingerprint(DeviceType device) {
   return *fp;
 }
 
-std::string check_output(const at::Tensor& device_result, const ShapeCall& c) {
-  const at::Tensor got = device_result.to(at::kCPU);
-  const double atol = 1e-5 * std::sqrt(static_cast<double>(c.k));
-  const at::Tensor err = (got - c.reference).abs() - (atol + 1e-4 * c.reference.abs());
-  if (err.numel() == 0 || err.max().item<double>() <= 0.0) return {};
-  return fmt::format("max |ka - ref| = {:.3g} exceeds the tolerance (atol {:.3g}, rtol 1e-4)",
-                     (got - c.reference).abs().max().item<double>(), atol);
-}
-
-db::TrialRow trial_row(const extractor::PreparedCall& call, const LaunchConfig& point,
-                       const std::string& op, profiler::CacheMode options_mode) {
+// `point`'s trial row for the shape `base` was prepared for, with what became of it.
+db::TrialRow trial_row(const extractor::PreparedCall& base, const LaunchConfig& point,
+                       profiler::CacheMode mode, const detail::TrialOutcome& r) {
   db::TrialRow row;
-  row.op = op;
-  row.shape_key = call.shape_key().str();
-  row.kernel = call.kernel().name;
-  row.kernel_version = call.kernel().version;
+  row.op = base.lookup_op();
+  row.shape_key = base.shape_key().str();
+  row.kernel = base.kernel().name;
+  row.kernel_version = base.kernel().version;
   row.config = point.str();
-  row.cache_state = profiler::to_string(options_mode);
+  row.cache_state = profiler::to_string(mode);
+  row.disposition = r.disposition;
+  row.error = r.error;
+  if (r.disposition == db::Disposition::kOk) {
+    row.median_ns = r.median_ns;
+    row.mean_ns = r.mean_ns;
+    row.min_ns = r.min_ns;
+    row.max_ns = r.max_ns;
+    row.stddev_ns = r.stddev_ns;
+    row.ci95_ns = r.ci95_ns;
+    row.repetitions = r.repetitions;
+  }
   return row;
 }
 
@@ -230,10 +112,11 @@ std::string canonical_form(const kernels::KernelDescriptor& d, const ShapeKey& s
 
 // Trials stored earlier for this device, kernel version and shape: config text → median
 // (nullopt for a configuration that did not run ok).
+// With `retry_failed`, trials that crashed, timed out or failed are left out (run again).
 std::map<std::string, Evaluation> earlier_trials(db::ResultsStore& store, const std::string& fp,
                                                  const std::string& op, const std::string& key,
                                                  const kernels::KernelDescriptor& d,
-                                                 const char* cache_state) {
+                                                 const char* cache_state, bool retry_failed) {
   std::map<std::string, Evaluation> out;
   auto st = store.connection().prepare(
       "SELECT t.config, t.disposition, t.median_ns FROM trials t JOIN runs r ON r.id = t.run_id "
@@ -242,6 +125,10 @@ std::map<std::string, Evaluation> earlier_trials(db::ResultsStore& store, const 
   st.bind(1, fp).bind(2, op).bind(3, key).bind(4, d.name).bind(5, d.version).bind(6, cache_state);
   while (st.step()) {
     const std::string disposition = st.column_text(1);
+    if (retry_failed && (disposition == "crashed" || disposition == "timeout" ||
+                         disposition == "failed")) {
+      continue;
+    }
     out[st.column_text(0)] = disposition == "ok" && !st.column_is_null(2)
                                  ? Evaluation(st.column_double(2))
                                  : std::nullopt;
@@ -300,7 +187,9 @@ void stop_for_tests_after(std::size_t stored) {
 void check_options(const TuneOptions& o) {
   KA_CHECK(!o.shapes.empty(), "no shapes to tune for ", o.op, " (give --shapes or --suite)");
   (void)make_strategy(o.strategy, o.seed);
-  for (const std::string& shape : o.shapes) (void)parse_dims(o.op, shape);
+  for (const std::string& shape : o.shapes) (void)detail::parse_dims(o.op, shape);
+  KA_CHECK(o.trial_timeout_s >= 0 && std::isfinite(o.trial_timeout_s), "--trial-timeout ",
+           o.trial_timeout_s, ": expected finite seconds >= 0 (0: automatic)");
   KA_CHECK(o.threads >= 0 && o.threads <= max_threads(), "--threads ", o.threads,
            ": expected 0 (all cores) to ", max_threads());
   // `!(x > 0)` also refuses NaN; the time budget may be infinite (its default: no limit).
@@ -313,14 +202,13 @@ void check_options(const TuneOptions& o) {
   require_database_file("--db", o.db_path);
 }
 
-// One call of tune(): the op, the device's fingerprint, and the store whose `runs` row is
-// open from construction until finish_run().
+// One call of tune(): the device's fingerprint, where trials run, and the store whose `runs`
+// row is open from construction until finish_run().
 struct TuneRun {
   explicit TuneRun(const TuneOptions& o)
       : options(o),
-        ex(extractor::Extractor::global()),
-        handle(ex.resolve(o.op)),
         fp(device_fingerprint(o.device)),
+        trials(o.isolate ? detail::worker_trials(o) : detail::in_process_trials()),
         store(o.db_path) {
     store.record_device(fp);
     db::RunInfo info = db::run_info(fp, "ka-tune", o.command_line);
@@ -329,38 +217,11 @@ struct TuneRun {
   }
 
   const TuneOptions& options;
-  extractor::Extractor& ex;
-  const extractor::OpHandle handle;
   const DeviceFingerprint fp;
+  const std::unique_ptr<detail::TrialRunner> trials;
   db::ResultsStore store;
   std::int64_t id = 0;
   std::size_t stored_here = 0;  // trials this process stored
-};
-
-// Shape `index`'s call: its inputs drawn from the seed for that index, placed on the device.
-ShapeCall seeded_call(const TuneOptions& o, std::size_t index) {
-  at::manual_seed(static_cast<std::uint64_t>(index) + o.seed);
-  ShapeCall c = make_call(o.op, o.shapes[index]);
-  move_args(c, o.device);
-  return c;
-}
-
-// The median the sweep stored in `row` for a configuration timed as `m`.
-void set_timing(db::TrialRow& row, const profiler::Measurement& m) {
-  row.median_ns = m.median_ns();
-  row.mean_ns = m.summary.mean;
-  row.min_ns = m.summary.min;
-  row.max_ns = m.summary.max;
-  row.stddev_ns = m.summary.stddev;
-  // Below 6 samples the median has no 95% interval: store none rather than inf.
-  if (std::isfinite(m.median_ci95.half_width())) row.ci95_ns = m.median_ci95.half_width();
-  row.repetitions = static_cast<std::int64_t>(m.repetitions());
-}
-
-// The finals' candidates: the default configuration first, then the finalists.
-struct Finals {
-  std::vector<LaunchConfig> configs;
-  std::vector<FinalRound> rounds;
 };
 
 // One shape of a run, tuned as Note [Tuning a shape] says:
@@ -377,31 +238,30 @@ class ShapeTuner {
       log().warn("{}: no configuration ran correctly; nothing recommended", out_.shape_key);
       return out_;
     }
-    const Finals finals = time_finals(pick_finalists(h));
-    recommend(finals, select_winner(finals.rounds));
+    const std::optional<Finals> finals = time_finals(pick_finalists(h));
+    if (finals) recommend(*finals, select_winner(finals->rounds));
     return out_;
   }
 
  private:
-  std::unique_ptr<extractor::PreparedCall> prepare(const LaunchConfig* config) const {
-    return run_.ex.prepare_call(run_.handle, call_.args.data(), call_.args.size(), config);
-  }
+  const extractor::PreparedCall& base() const { return local_.base(); }
   std::string canonical_of(const LaunchConfig& point) const {
-    return canonical_form(kernel_, base_->shape_key(), point);
+    return canonical_form(kernel_, base().shape_key(), point);
   }
   History resume_earlier_trials();
   History sweep(History resumed);
   Evaluation evaluate(std::size_t i);
-  Evaluation run_checked(const extractor::PreparedCall& call, db::TrialRow& row) const;
+  std::optional<Evaluation> equivalent_result(const LaunchConfig& point) const;
+  void count(const detail::TrialOutcome& r);
   std::vector<std::size_t> pick_finalists(const History& h) const;
-  Finals time_finals(const std::vector<std::size_t>& finalists) const;
+  std::optional<Finals> time_finals(const std::vector<std::size_t>& finalists) const;
   void recommend(const Finals& finals, const FinalsVerdict& verdict);
 
   TuneRun& run_;
   const TuneOptions& o_;
   const std::size_t index_;
-  const ShapeCall call_;
-  const std::unique_ptr<extractor::PreparedCall> base_;  // the default configuration
+  // The shape built here: its default configuration, and with in-process trials its reference.
+  const detail::ShapeTrials local_;
   const kernels::KernelDescriptor& kernel_;
   const SearchSpace space_;
   ShapeOutcome out_;
@@ -413,25 +273,27 @@ ShapeTuner::ShapeTuner(TuneRun& run, std::size_t index)
     : run_(run),
       o_(run.options),
       index_(index),
-      call_(seeded_call(o_, index)),
-      base_(prepare(nullptr)),
-      kernel_(base_->kernel()),
+      local_(o_, index, /*with_reference=*/!o_.isolate),
+      kernel_(local_.base().kernel()),
       space_(threads_at_most(kernel_.space, o_.threads)) {
   KA_CHECK(space_.size() > 0, kernel_.name, " has no valid configuration to sweep for ", o_.op,
            " at shape ", o_.shapes[index], " (--threads ", o_.threads, ")");
   out_.shape = o_.shapes[index];
-  out_.shape_key = base_->shape_key().str();
+  out_.shape_key = base().shape_key().str();
   out_.kernel = kernel_.name;
   out_.space = space_.size();
+  run_.trials->begin_shape(index, local_);
 }
 
 // What earlier runs measured on this shape, as the history the strategy starts from: it is
-// history, not work (Note [Tuning a shape], 2).
+// history, not work (Note [Tuning a shape], 2). With --retry-failed, configurations that
+// crashed, timed out or failed are work again.
 History ShapeTuner::resume_earlier_trials() {
   History resumed;
   if (o_.fresh) return resumed;
-  const auto earlier = earlier_trials(run_.store, run_.fp.key(), base_->lookup_op(), out_.shape_key,
-                                      kernel_, profiler::to_string(o_.measure.mode));
+  const auto earlier =
+      earlier_trials(run_.store, run_.fp.key(), base().lookup_op(), out_.shape_key, kernel_,
+                     profiler::to_string(o_.measure.mode), o_.retry_failed);
   for (std::size_t i = 0; i < space_.size(); ++i) {
     const auto it = earlier.find(space_.point(i).str());
     if (it == earlier.end()) continue;
@@ -450,7 +312,7 @@ History ShapeTuner::resume_earlier_trials() {
 // The strategy's search from `resumed` within the budgets, with a progress line.
 History ShapeTuner::sweep(History resumed) {
   const auto start = std::chrono::steady_clock::now();
-  const auto strategy = make_strategy(o_.strategy, o_.seed, space_.find(base_->default_config()));
+  const auto strategy = make_strategy(o_.strategy, o_.seed, space_.find(base().default_config()));
   const Budget budget{o_.budget, o_.time_budget_s,
                       [this](std::size_t) { return !last_equivalent_; }};
   History h = search(
@@ -466,54 +328,61 @@ History ShapeTuner::sweep(History resumed) {
   return h;
 }
 
+// The result of a configuration measured already on this shape that `point` runs exactly as
+// (the same canonical form), if any. A point the kernel refuses, or whose completion throws,
+// has none: its trial records why.
+std::optional<Evaluation> ShapeTuner::equivalent_result(const LaunchConfig& point) const {
+  try {
+    const ShapeKey& key = base().shape_key();
+    if (!kernel_.can_run(key, kernel_.complete(key, point))) return std::nullopt;
+    const auto same = by_canonical_.find(canonical_of(point));
+    if (same == by_canonical_.end()) return std::nullopt;
+    return same->second;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 // Point `i`'s median, or nullopt when it did not run ok. Each configuration run is stored as
 // a trial with its disposition; one that runs as one measured already (same canonical form) is
-// given that one's result and is neither run nor stored.
+// given that one's result and is neither run nor stored. A stop signal ends the sweep between
+// trials (or, with isolated trials, abandons the one under way): ka::Interrupted.
 Evaluation ShapeTuner::evaluate(std::size_t i) {
+  if (const int sig = interrupt_signal(); sig != 0) throw Interrupted(sig);
   last_equivalent_ = false;
   const LaunchConfig& point = space_.point(i);
-  db::TrialRow row;
-  Evaluation result;
-  try {
-    const auto call = prepare(&point);
-    row = trial_row(*call, point, base_->lookup_op(), o_.measure.mode);
-    if (!call->status()) {
-      row.disposition = db::Disposition::kUnsupported;
-      row.error = call->status().reason();
-    } else {
-      const std::string canonical = canonical_of(point);
-      if (const auto same = by_canonical_.find(canonical); same != by_canonical_.end()) {
-        ++out_.equivalent;
-        last_equivalent_ = true;
-        return same->second;
-      }
-      result = run_checked(*call, row);
-      if (result) by_canonical_.emplace(canonical, result);
-    }
-  } catch (const Error& e) {
-    row = trial_row(*base_, point, base_->lookup_op(), o_.measure.mode);
-    row.disposition = db::Disposition::kFailed;
-    row.error = e.what();
+  if (const auto same = equivalent_result(point)) {
+    ++out_.equivalent;
+    last_equivalent_ = true;
+    return *same;
   }
-  if (!result) ++out_.failed;
-  ++out_.evaluated;
-  run_.store.add_trials(run_.id, {row});  // one transaction: a kill loses at most this trial
-  stop_for_tests_after(++run_.stored_here);
+  const detail::TrialOutcome r = run_.trials->run_trial(point);
+  count(r);
+  Evaluation result;
+  if (r.disposition == db::Disposition::kOk) {
+    result = r.median_ns;
+    by_canonical_.emplace(canonical_of(point), result);
+  }
+  run_.store.add_trials(run_.id, {trial_row(base(), point, o_.measure.mode, r)});
+  stop_for_tests_after(++run_.stored_here);  // one transaction: a kill loses at most this trial
   return result;
 }
 
-// Runs `call` once and checks its output against libtorch's; only a correct one is timed.
-// The outcome goes into `row`; returns the median, or nullopt for a wrong output.
-Evaluation ShapeTuner::run_checked(const extractor::PreparedCall& call, db::TrialRow& row) const {
-  call.run();
-  if (std::string bad = check_output(call.result().toTensor(), call_); !bad.empty()) {
-    row.disposition = db::Disposition::kIncorrect;
-    row.error = bad;
-    return std::nullopt;
+void ShapeTuner::count(const detail::TrialOutcome& r) {
+  ++out_.evaluated;
+  switch (r.disposition) {
+    case db::Disposition::kOk:
+      return;
+    case db::Disposition::kCrashed:
+      ++out_.crashed;
+      break;
+    case db::Disposition::kTimeout:
+      ++out_.timed_out;
+      break;
+    default:
+      break;
   }
-  const profiler::Measurement m = time_call(call, o_.measure);
-  set_timing(row, m);
-  return m.median_ns();
+  ++out_.failed;
 }
 
 // The fastest `finalists` points of the sweep, fastest first, with distinct canonical forms
@@ -528,7 +397,7 @@ std::vector<std::size_t> ShapeTuner::pick_finalists(const History& h) const {
             [&](std::size_t a, std::size_t b) { return *h.results[a] < *h.results[b]; });
   const auto wanted = static_cast<std::size_t>(std::max(1, o_.finalists));
   std::vector<std::size_t> finalists;
-  std::set<std::string> taken = {canonical_of(params_of(base_->default_config()))};
+  std::set<std::string> taken = {canonical_of(params_of(base().default_config()))};
   for (const std::size_t j : ranked) {
     if (finalists.size() >= wanted) break;
     if (taken.insert(canonical_of(space_.point(h.points[j]))).second) {
@@ -539,31 +408,13 @@ std::vector<std::size_t> ShapeTuner::pick_finalists(const History& h) const {
 }
 
 // The default configuration (candidate 0; it need not be a point of the space: heuristics
-// pick shape-specific tiles) and the finalists the kernel accepts, timed in kFinalRounds
-// paired rounds of a quarter of --config-budget each, each round starting one candidate
-// further along (Note [Paired finals]).
-Finals ShapeTuner::time_finals(const std::vector<std::size_t>& finalists) const {
-  Finals f;
-  std::vector<std::unique_ptr<extractor::PreparedCall>> owned;
-  std::vector<const extractor::PreparedCall*> calls = {base_.get()};
-  f.configs = {params_of(base_->default_config())};
-  for (const std::size_t p : finalists) {
-    auto call = prepare(&space_.point(p));
-    if (!call->status()) continue;
-    calls.push_back(call.get());
-    owned.push_back(std::move(call));
-    f.configs.push_back(space_.point(p));
-  }
-  profiler::MeasureOptions round_options = o_.measure;
-  round_options.budget_s = o_.measure.budget_s / 4;
-  f.rounds.assign(kFinalRounds, FinalRound(calls.size()));
-  for (std::size_t round = 0; round < kFinalRounds; ++round) {
-    for (std::size_t j = 0; j < calls.size(); ++j) {
-      const std::size_t e = (j + round) % calls.size();
-      f.rounds[round][e] = time_call(*calls[e], round_options).median_ns();
-    }
-  }
-  return f;
+// pick shape-specific tiles) and the finalists the kernel accepts, timed in paired rounds
+// (ShapeTrials::time_finals) where the trials run.
+std::optional<Finals> ShapeTuner::time_finals(const std::vector<std::size_t>& finalists) const {
+  if (const int sig = interrupt_signal(); sig != 0) throw Interrupted(sig);
+  std::vector<LaunchConfig> points;
+  for (const std::size_t p : finalists) points.push_back(space_.point(p));
+  return run_.trials->time_finals(points);
 }
 
 // Writes the finals' winner to the outcome and, as this shape's recommendation, to the store.
@@ -577,7 +428,7 @@ void ShapeTuner::recommend(const Finals& finals, const FinalsVerdict& verdict) {
 
   db::Recommendation rec;
   rec.fingerprint = run_.fp.key();
-  rec.op = base_->lookup_op();
+  rec.op = base().lookup_op();
   rec.shape_key = out_.shape_key;
   rec.kernel = kernel_.name;
   rec.kernel_version = kernel_.version;
@@ -608,7 +459,7 @@ std::optional<std::vector<Evaluation>> recorded_sweep(db::ResultsStore& store,
                                                       const std::string& key,
                                                       const kernels::KernelDescriptor& d,
                                                       const SearchSpace& space) {
-  const auto trials = earlier_trials(store, fp, op, key, d, "hot");
+  const auto trials = earlier_trials(store, fp, op, key, d, "hot", /*retry_failed=*/false);
   const ShapeKey shape_key = ShapeKey::parse(key);
   std::map<std::string, Evaluation> by_canonical;
   for (std::size_t i = 0; i < space.size(); ++i) {
@@ -651,6 +502,7 @@ std::string params_str(const LaunchConfig& config) {
 std::vector<ShapeOutcome> tune(const TuneOptions& o) {
   check_options(o);
   kernels::set_cpu_thread_limit(o.threads);
+  const InterruptScope stop_on_signal;
   TuneRun run(o);
   std::vector<ShapeOutcome> outcomes;
   try {

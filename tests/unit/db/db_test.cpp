@@ -111,6 +111,61 @@ TEST_F(DbTest, VersionOneMigratesToCurrentKeepingItsRows) {
   EXPECT_EQ(count(db, "trials"), 1);
 }
 
+// Step 4 rebuilds `results` and `trials` to admit 'crashed': every row and every column value
+// survives, the indices are back, and the old CHECK still refuses what it refused.
+TEST_F(DbTest, VersionTwoMigratesKeepingResultsAndTrials) {
+  {
+    Connection db(path("v2.db"));
+    detail::migrate_to(db, 2);
+    db.exec(
+        "INSERT INTO runs (started_at, status, tool, command_line, host, ka_version, git_sha, "
+        "device, fingerprint, fingerprint_json, threads) VALUES ('t', 'complete', 'ka-tune', "
+        "'c', 'h', '0', 'abc', 'cpu', 'cpu|x', '{}', 2)");
+    db.exec(
+        "INSERT INTO results (run_id, suite, case_name, impl, benchmark_name, op, shape_key, "
+        "dtype, disposition, error, median_ns) VALUES (1, 's', 'a', 'ka', 's/a/ka', 'aten::mm', "
+        "'k', 'float32', 'incorrect', 'off by one', 12.5)");
+    db.exec(
+        "INSERT INTO trials (run_id, op, shape_key, kernel, kernel_version, config, "
+        "disposition, median_ns, ci95_ns, repetitions, created_at) VALUES (1, 'aten::mm', 'k', "
+        "'gemm', 3, 'tile_m=8', 'ok', 7.25, 0.5, 11, 'now')");
+  }
+  ResultsStore store(path("v2.db"));
+  Connection& db = store.connection();
+  EXPECT_EQ(db.user_version(), kSchemaVersion);
+  auto r = db.prepare("SELECT case_name, disposition, error, median_ns FROM results");
+  ASSERT_TRUE(r.step());
+  EXPECT_EQ(r.column_text(0), "a");
+  EXPECT_EQ(r.column_text(1), "incorrect");
+  EXPECT_EQ(r.column_text(2), "off by one");
+  EXPECT_DOUBLE_EQ(r.column_double(3), 12.5);
+  EXPECT_FALSE(r.step());
+  auto t = db.prepare(
+      "SELECT kernel_version, config, median_ns, ci95_ns, repetitions, cache_state FROM trials");
+  ASSERT_TRUE(t.step());
+  EXPECT_EQ(t.column_int64(0), 3);
+  EXPECT_EQ(t.column_text(1), "tile_m=8");
+  EXPECT_DOUBLE_EQ(t.column_double(2), 7.25);
+  EXPECT_DOUBLE_EQ(t.column_double(3), 0.5);
+  EXPECT_EQ(t.column_int64(4), 11);
+  EXPECT_EQ(t.column_text(5), "hot");
+  EXPECT_FALSE(t.step());
+  auto idx = db.prepare(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+      "('results_by_shape', 'trials_by_shape')");
+  ASSERT_TRUE(idx.step());
+  EXPECT_EQ(idx.column_int64(0), 2);
+
+  TrialRow crashed = trial_row();
+  crashed.disposition = Disposition::kCrashed;
+  crashed.error = "the worker process was killed by signal 11 (Segmentation fault)";
+  EXPECT_EQ(store.add_trials(1, {crashed}), 1U);
+  store.add_results(1, {row("b", Disposition::kCrashed)});
+  EXPECT_EQ(count(db, "trials"), 2);
+  EXPECT_EQ(count(db, "results"), 2);
+  EXPECT_THROW(db.exec("UPDATE trials SET disposition = 'exploded'"), DbError);
+}
+
 TEST_F(DbTest, ResumedTrialsUpdateInsteadOfDuplicating) {
   ResultsStore store(path("trials.db"));
   const auto run = store.begin_run(run_info());

@@ -14,9 +14,14 @@
 
 namespace ka::db {
 
-/// What became of one measurement (DESIGN.md §7).
-enum class Disposition { kOk, kFailed, kTimeout, kIncorrect, kUnsupported };
-/// "ok", "failed", "timeout", "incorrect", "unsupported".
+/// What became of one measurement (DESIGN.md §7). kCrashed: the process running it died (a
+/// signal, an abort, a CUDA sticky error); kTimeout: it overran its deadline and was stopped.
+enum class Disposition { kOk, kFailed, kTimeout, kIncorrect, kUnsupported, kCrashed };
+/// Every Disposition, in declaration order.
+constexpr Disposition kDispositions[] = {Disposition::kOk,        Disposition::kFailed,
+                                         Disposition::kTimeout,   Disposition::kIncorrect,
+                                         Disposition::kUnsupported, Disposition::kCrashed};
+/// "ok", "failed", "timeout", "incorrect", "unsupported", "crashed".
 std::string_view to_string(Disposition d);
 
 /// One row of `runs`: where, when and how a benchmark or tuning run was made.
@@ -107,6 +112,11 @@ class ResultsStore {
 
   /// Inserts a `runs` row with status 'running'; returns its id.
   std::int64_t begin_run(const RunInfo& info);
+  /// Makes this process the writer of `run_id` again and marks it 'running': a process that
+  /// continues a run its predecessor left (ka-bench --isolate after a lost case), which the
+  /// predecessor's death may have had marked 'abandoned'. Throws ka::DbError when there is
+  /// no such run.
+  void continue_run(std::int64_t run_id);
   /// Inserts `rows` for `run_id` in one transaction: all or nothing.
   void add_results(std::int64_t run_id, const std::vector<ResultRow>& rows);
   /// Marks the run complete (or failed) and stamps its end time.

@@ -33,18 +33,32 @@ struct BenchOptions {
   /// CUPTI are present) to this file at the end; "" = no trace.
   std::string trace_path;      ///< Print each case's plan instead of benchmarking.
   std::string command_line;  ///< Stored with the run.
+  /// Run the cases in a supervised child process (run_suite_isolated): a case that crashes
+  /// it is recorded as 'crashed' and the rest of the suite runs.
+  bool isolate = false;
+  /// Seconds a case (all its variants) may take before it is stopped and recorded as
+  /// 'timeout'; 0 = no limit. Needs isolate.
+  double case_timeout_s = 0.0;
   std::vector<std::string> benchmark_flags;  ///< --benchmark_* flags passed through.
 };
 
 /// Runs the suite and prints the summary table. Returns the exit status: 0 when every ka
 /// result was correct, 1 when any case was INCORRECT or failed, 128 + N when signal N
-/// (SIGINT, SIGTERM) stopped the run (what finished is stored; the run is marked failed).
+/// (SIGINT, SIGTERM, SIGHUP) stopped the run (what finished is stored; the run is marked failed).
 /// With `explain`, prints each case's kernels and configurations (a graph's fusion groups and
 /// tasks) from one checked run instead, and returns 0, or 1 when a ka variant failed or was
 /// incorrect (see Note [--explain] in bench.cpp). Throws ka::ValueError for a bad suite or
 /// options (the caller exits 2) and ka::DbError when the database cannot be opened or written
 /// (checked before any benchmark runs).
 int run_suite(const BenchOptions& options);
+
+/// run_suite in a supervised child process (this program again, with `argv`): a case that
+/// crashes the child or overruns `options.case_timeout_s` gets a stored row per benchmark
+/// ('crashed' or 'timeout', with the reason) and a new child runs the rest of the suite into
+/// the same run (Note [Isolated cases] in case_supervisor.cpp). Returns 1 when a case was
+/// lost, else the child's status; in a process a supervisor started, or for --explain and
+/// --breakdown, it is run_suite itself.
+int run_suite_isolated(const BenchOptions& options, const std::vector<std::string>& argv);
 
 /// Puts the process under `options.isa` (Note [--isa] in isa_restriction.cpp): sets KA_CPU_ISA,
 /// OPENBLAS_CORETYPE, ONEDNN_MAX_CPU_ISA and (with --vs blis) BLIS_ARCH_TYPE, and re-executes

@@ -24,7 +24,9 @@ struct FusionTuneOptions {
 /// unfused one's, "unfused" when it lies above, and keeps the rule ("fused") when they
 /// overlap; stores the decision with every fused task's pattern and shape key in the
 /// recommendation table (which the extractor consults before fusing), and prints a table.
-/// Returns 0, or 1 when a case failed. Throws ka::ValueError for a bad suite.
+/// Returns 0, or 1 when a case failed. SIGINT/SIGTERM/SIGHUP stop it after the case under
+/// way: the run is marked failed and ka::Interrupted is thrown. Throws ka::ValueError for a
+/// bad suite.
 int tune_fusion(const FusionTuneOptions& options);
 
 }  // namespace ka::harness

@@ -39,6 +39,15 @@ struct TuneOptions {
   /// events; trials and recommendations stored under the GPU's fingerprint).
   DeviceType device = DeviceType::kCPU;
   std::FILE* progress = stderr;      ///< Progress bar (null: none).
+  /// Run each configuration in a supervised worker process (Note [Isolated trials]): one that
+  /// crashes or overruns its deadline is recorded ('crashed', 'timeout') and the sweep goes
+  /// on. Needs main() to call serve_trial_worker_if_asked() (ka/tuner/trial_worker.hpp).
+  bool isolate = false;
+  /// An isolated trial's deadline in seconds (0: automatic, from the default config's time).
+  double trial_timeout_s = 0.0;
+  /// Run again the configurations earlier runs recorded as crashed, timed out or failed
+  /// (otherwise a resumed sweep keeps their disposition).
+  bool retry_failed = false;
 };
 
 /// `config` without grid and block: the tunables only (what trials and recommendations store).
@@ -62,7 +71,10 @@ struct ShapeOutcome {
   std::size_t reused = 0;     ///< Configurations whose trials an earlier run stored.
   std::size_t equivalent = 0; ///< Configurations that run as one already measured (same
                               ///< canonical form): given its result, not run or stored.
-  std::size_t failed = 0;     ///< Configurations the kernel refused or that threw.
+  std::size_t failed = 0;     ///< Configurations that did not run ok (refused, threw, wrong,
+                              ///< crashed, timed out).
+  std::size_t crashed = 0;    ///< ... of which killed their worker process (isolated trials).
+  std::size_t timed_out = 0;  ///< ... of which overran the trial deadline (isolated trials).
   std::size_t space = 0;      ///< Valid points of the space.
 };
 
@@ -72,9 +84,12 @@ struct ShapeOutcome {
 /// the database as it lands (so a killed sweep resumes without losing or repeating trials:
 /// configurations already stored for this device, kernel version and shape are reused, not
 /// re-run); the best few and the default are timed again in paired rounds (Note [Paired
-/// finals], select_winner), and the winner becomes the shape's recommendation. Throws ka::ValueError for a bad op or
-/// shape, ka::DbError when the database cannot be written, ka::CudaError when `device` is
-/// CUDA and no GPU (or no CUDA libtorch) is here.
+/// finals], select_winner), and the winner becomes the shape's recommendation. With
+/// `isolate`, trials run in a supervised worker process (Note [Isolated trials]). SIGINT,
+/// SIGTERM and SIGHUP stop the sweep between trials (an isolated trial under way is
+/// abandoned): the run is marked failed and ka::Interrupted is thrown. Throws ka::ValueError
+/// for a bad op or shape, ka::DbError when the database cannot be written, ka::CudaError when
+/// `device` is CUDA and no GPU (or no CUDA libtorch) is here.
 std::vector<ShapeOutcome> tune(const TuneOptions& options);
 
 /// Replay: for every (op, shape, kernel) with a complete sweep stored in `db_path` (a trial for
