@@ -35,8 +35,8 @@ case "$case_name" in
       "$ka_bench" --suite "$tmp/o.yaml" --no-db
     ;;
   too_many_nodes)
-    chain_suite 100001 "$tmp/long.yaml"
-    expect_fail 2 "long.yaml:100011: graph 'chain' (line 3) has 100002 nodes, more than the limit of 100000" \
+    chain_suite 200000 "$tmp/long.yaml"
+    expect_fail 2 "long.yaml:200010: graph 'chain' (line 3) has 200001 nodes, more than the limit of 200000" \
       "$ka_bench" --suite "$tmp/long.yaml" --no-db
     ;;
   long_chain_runs)

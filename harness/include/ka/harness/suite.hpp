@@ -78,7 +78,7 @@ std::vector<std::string> list_suites(const std::string& explicit_dir);
 
 /// Most nodes a graph case's graph may hold (see Note [Graph node limit] in suite.cpp):
 /// libtorch's interpreter, ka-bench's reference, builds its code recursively per node.
-constexpr std::int64_t kMaxGraphNodes = 100000;
+constexpr std::int64_t kMaxGraphNodes = 200000;
 
 /// What a suite file may ask for before anything is allocated.
 struct SuiteLimits {
