@@ -4,6 +4,7 @@
 #include <ka/profiler/span.hpp>
 
 #include <algorithm>
+#include <limits>
 
 namespace ka::executor {
 
@@ -15,13 +16,36 @@ namespace ka::executor {
 // error without running, so nothing runs on half-written inputs.
 struct CpuExecutor::Node {
   KernelTask task;
+  std::uint64_t seq = 0;  // submission order
   std::int64_t next_block = 0;
   std::int64_t done_blocks = 0;
   int active = 0;
   int pending = 0;  // unfinished tasks this one waits for
   std::vector<Node*> dependents;
   std::exception_ptr error;
+  bool in_ready = false;
+  std::uint64_t seen_by = 0;  // seq of the last task whose hazard scan found this one
+  // Where this task is listed in ranges_, to unlist it when it finishes.
+  struct Listing {
+    RangeIndex::iterator bucket;
+    std::list<Node*>::iterator entry;
+    bool writer;
+  };
+  std::vector<Listing> listings;
 };
+
+// Note [Hazard index]
+// A task depends on every unfinished earlier task one of whose ranges conflicts with one of
+// its own (overlap, and one of the two writes). Comparing it with every task in flight made a
+// graph of n independent tasks cost n^2/2 comparisons (100k adds: minutes). ranges_ instead
+// keeps one bucket per distinct in-flight range (base, size, device), ordered by base, that
+// lists its unfinished readers and writers. A new range [b, b + len) can only overlap buckets
+// whose base lies in [b - max_range_bytes_, b + len): those are the ones visited. A read
+// visits a bucket's writers only; a write its readers and writers; every task visited is a
+// dependency, so the work is O(log n) per range plus the dependencies found plus the
+// distinct ranges in the window, however many tasks read one tensor. Tasks are unlisted in
+// O(1) when they finish.
+
 
 namespace {
 constexpr std::size_t kHistory = 4096;
@@ -56,22 +80,71 @@ void check_cpu_task(const KernelTask& task) {
 }
 }  // namespace
 
+void CpuExecutor::index_ranges_locked(Node* n) {
+  std::vector<Node*> found;
+  const auto visit = [&](const std::list<Node*>& nodes) {
+    for (Node* earlier : nodes) {
+      ++hazard_comparisons_;
+      if (earlier->seen_by == n->seq) continue;
+      earlier->seen_by = n->seq;
+      found.push_back(earlier);
+    }
+  };
+  for (const MemRange& r : n->task.ranges) {
+    if (r.bytes == 0) continue;
+    const std::uintptr_t from = r.base - std::min<std::uintptr_t>(r.base, max_range_bytes_);
+    constexpr int kAnyDevice = std::numeric_limits<int>::min();
+    const auto end = ranges_.lower_bound(RangeKey{r.base + r.bytes, 0, kAnyDevice});
+    for (auto it = ranges_.lower_bound(RangeKey{from, 0, kAnyDevice}); it != end; ++it) {
+      ++hazard_comparisons_;
+      if (!r.overlaps(it->second.range)) continue;
+      visit(it->second.writers);
+      if (r.writes()) visit(it->second.readers);
+    }
+  }
+  for (const MemRange& r : n->task.ranges) {
+    if (r.bytes == 0) continue;
+    const int device = static_cast<int>(r.device.type) * 65536 + r.device.index;
+    auto bucket = ranges_.try_emplace(RangeKey{r.base, r.bytes, device}).first;
+    bucket->second.range = r;
+    std::list<Node*>& list = r.writes() ? bucket->second.writers : bucket->second.readers;
+    n->listings.push_back({bucket, list.insert(list.end(), n), r.writes()});
+    max_range_bytes_ = std::max(max_range_bytes_, r.bytes);
+  }
+  std::sort(found.begin(), found.end(), [](const Node* a, const Node* b) { return a->seq < b->seq; });
+  for (Node* earlier : found) {
+    earlier->dependents.push_back(n);
+    n->task.dependencies.push_back(earlier->task.id);
+    ++n->pending;
+  }
+}
+
+void CpuExecutor::unindex_ranges_locked(Node* n) {
+  for (const Node::Listing& l : n->listings) {
+    Bucket& b = l.bucket->second;
+    (l.writer ? b.writers : b.readers).erase(l.entry);
+    if (b.writers.empty() && b.readers.empty()) ranges_.erase(l.bucket);
+  }
+  n->listings.clear();
+  if (ranges_.empty()) max_range_bytes_ = 0;
+}
+
 CpuExecutor::Node* CpuExecutor::enqueue_locked(KernelTask task) {
   auto node = std::make_unique<Node>();
   Node* n = node.get();
   if (task.id == 0) task.id = next_id_++;
   n->task = std::move(task);
+  n->seq = next_seq_++;
   n->task.dependencies.clear();
-  for (const auto& earlier : in_flight_) {
-    if (depends_on(n->task, earlier->task)) {
-      earlier->dependents.push_back(n);
-      n->task.dependencies.push_back(earlier->task.id);
-      ++n->pending;
-    }
+  index_ranges_locked(n);
+  if (history_order_.size() >= kHistory) {
+    history_.erase(history_order_.front());
+    history_order_.pop_front();
   }
-  if (history_.size() >= kHistory) history_.erase(history_.begin());
-  history_.emplace_back(n->task.id, n->task.dependencies);
-  in_flight_.push_back(std::move(node));
+  history_order_.push_back(n->task.id);
+  history_[n->task.id] = n->task.dependencies;
+  ++in_flight_ids_[n->task.id];
+  in_flight_.emplace(n, std::move(node));
   return n;
 }
 
@@ -80,7 +153,8 @@ void CpuExecutor::release_locked(Node* n) {
   if (n->task.cpu.blocks == 0) {
     finish(*n);
   } else {
-    ready_.push_back(n);
+    ready_.emplace(-n->task.priority, n->seq, n);
+    n->in_ready = true;
     work_cv_.notify_all();
   }
 }
@@ -114,20 +188,19 @@ std::vector<std::uint64_t> CpuExecutor::submit_batch(std::vector<KernelTask> tas
 }
 
 CpuExecutor::Node* CpuExecutor::pick_ready() {
-  Node* best = nullptr;
+  // ready_ is ordered by priority, then submission; the tasks skipped because they have as
+  // many threads as they may use are at most the threads running.
   for (auto it = ready_.begin(); it != ready_.end();) {
-    Node* n = *it;
+    Node* n = std::get<2>(*it);
     if (n->next_block >= n->task.cpu.blocks) {
+      n->in_ready = false;
       it = ready_.erase(it);  // every block handed out
       continue;
     }
-    if (n->active < n->task.cpu.threads &&
-        (best == nullptr || n->task.priority > best->task.priority)) {
-      best = n;  // ties keep submission order
-    }
+    if (n->active < n->task.cpu.threads) return n;
     ++it;
   }
-  return best;
+  return nullptr;
 }
 
 bool CpuExecutor::run_one_block(std::unique_lock<std::mutex>& lock) {
@@ -170,30 +243,39 @@ bool CpuExecutor::run_one_block(std::unique_lock<std::mutex>& lock) {
   return true;
 }
 
-void CpuExecutor::finish(Node& node) {
-  if (node.error) {
-    if (!first_error_) first_error_ = node.error;
-    if (failed_.size() >= kHistory) failed_.erase(failed_.begin());
-    failed_.emplace_back(node.task.id, node.error);
-  }
-  std::vector<Node*> now_ready;
-  for (Node* d : node.dependents) {
-    if (node.error && !d->error) d->error = node.error;
-    if (--d->pending == 0) now_ready.push_back(d);
-  }
-  // A node whose blocks were all handed out may still sit in ready_ (pick_ready prunes
-  // lazily): drop it before it is freed.
-  ready_.erase(std::remove(ready_.begin(), ready_.end(), &node), ready_.end());
-  const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
-                               [&](const auto& p) { return p.get() == &node; });
-  KA_ASSERT(it != in_flight_.end(), "finished task ", node.task.id, " is not in flight");
-  std::unique_ptr<Node> owned = std::move(*it);
-  in_flight_.erase(it);
-  for (Node* d : now_ready) {
-    if (d->error || d->task.cpu.blocks == 0) {
-      finish(*d);  // never runs on the output of a failed task
-    } else {
-      ready_.push_back(d);
+void CpuExecutor::finish(Node& first) {
+  // A worklist, not recursion: a failed task fails a chain of any length after it.
+  std::vector<Node*> to_finish{&first};
+  while (!to_finish.empty()) {
+    Node& node = *to_finish.back();
+    to_finish.pop_back();
+    if (node.error) {
+      if (!first_error_) first_error_ = node.error;
+      if (failed_.size() >= kHistory) failed_.pop_front();
+      failed_.emplace_back(node.task.id, node.error);
+    }
+    std::vector<Node*> now_ready;
+    for (Node* d : node.dependents) {
+      if (node.error && !d->error) d->error = node.error;
+      if (--d->pending == 0) now_ready.push_back(d);
+    }
+    // A node whose blocks were all handed out may still sit in ready_ (pick_ready prunes
+    // lazily): drop it before it is freed.
+    if (node.in_ready) ready_.erase({-node.task.priority, node.seq, &node});
+    unindex_ranges_locked(&node);
+    const auto id = in_flight_ids_.find(node.task.id);
+    if (id != in_flight_ids_.end() && --id->second == 0) in_flight_ids_.erase(id);
+    const auto it = in_flight_.find(&node);
+    KA_ASSERT(it != in_flight_.end(), "finished task ", node.task.id, " is not in flight");
+    in_flight_.erase(it);  // frees node
+    // In reverse, so the worklist finishes them in submission order.
+    for (auto d = now_ready.rbegin(); d != now_ready.rend(); ++d) {
+      if ((*d)->error || (*d)->task.cpu.blocks == 0) {
+        to_finish.push_back(*d);  // never runs on the output of a failed task
+      } else {
+        ready_.emplace(-(*d)->task.priority, (*d)->seq, *d);
+        (*d)->in_ready = true;
+      }
     }
   }
   work_cv_.notify_all();
@@ -209,10 +291,7 @@ void CpuExecutor::worker_loop() {
 
 void CpuExecutor::wait(std::uint64_t id) {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
-                                 [&](const auto& p) { return p->task.id == id; });
-    if (it == in_flight_.end()) break;
+  while (in_flight_ids_.count(id) != 0) {
     if (!run_one_block(lock)) done_cv_.wait(lock);
   }
   const auto failed = std::find_if(failed_.begin(), failed_.end(),
@@ -245,10 +324,13 @@ void CpuExecutor::run_now(const KernelTask& task) {
 
 std::vector<std::uint64_t> CpuExecutor::dependencies_of(std::uint64_t id) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [task_id, deps] : history_) {
-    if (task_id == id) return deps;
-  }
-  return {};
+  const auto it = history_.find(id);
+  return it == history_.end() ? std::vector<std::uint64_t>{} : it->second;
+}
+
+std::uint64_t CpuExecutor::hazard_comparisons() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return hazard_comparisons_;
 }
 
 std::size_t CpuExecutor::in_flight() const {

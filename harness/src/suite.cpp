@@ -6,12 +6,18 @@
 #include <torch/csrc/jit/ir/irparser.h>
 #include <yaml-cpp/yaml.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <set>
+#include <unordered_set>
 
 namespace ka::harness {
 namespace fs = std::filesystem;
@@ -39,6 +45,23 @@ namespace {
 // `{shape: [...], fill: randn|mask|causal}`; inputs are fp32, filled with randn, except that
 // an input named `mask` defaults to fill: mask (0 or -1e4). `rtol` and `atol` (default 1e-4
 // each) set the correctness check, atol relative to the reference output's root mean square.
+//
+// Bounds, checked before anything is allocated (each refusal names the file, line and limit):
+// a dimension is 0 .. 2^24, a graph input has at most 8 dimensions and 2^31 elements (a shape
+// whose element count overflows int64 is refused as such), a graph has at most
+// kMaxGraphNodes (200,000) nodes (see Note [Graph node limit]), and the tensors of one case
+// fit in three quarters of the memory available when the suite is loaded (see
+// memory_limit_bytes() and case_tensor_bytes()).
+
+// Note [Graph node limit]
+// ka's own passes over a graph (IR checks, fusion_view, FusionChecker::plan, extraction, the
+// executor's hazard tracking) are loops, linear in the node count. libtorch 1.13's
+// interpreter, ka-bench's reference, is not: torch::jit::Code::Code recurses about four
+// frames per node of a dependency chain, so a chain of 9,900 adds overflowed the default
+// 8 MiB stack (SIGSEGV). GraphCase therefore builds the interpreter's Code on a thread whose
+// stack is sized for the graph (see Note [Reference stack] in graph_case.cpp), and the suite
+// caps graphs at kMaxGraphNodes nodes so that stack (and the interpreter's time and memory)
+// stays bounded: 200,000 chained nodes need about 170 MiB of stack (reserved: 790 MiB).
 
 [[noreturn]] void fail_at_line(const std::string& path, int line, const std::string& what) {
   KA_THROW(ValueError, path, ":", line, ": ", what);
@@ -159,6 +182,21 @@ InputFill parse_fill(const std::string& path, const YAML::Node& node, const std:
        "bad fill '" + fill + "' for input '" + input + "' (randn, mask or causal)");
 }
 
+// The element count of `shape`; refuses one that overflows int64 (a zero size makes it 0).
+std::int64_t checked_numel(const std::string& path, const YAML::Mark& mark,
+                           const std::string& name, const std::vector<std::int64_t>& shape) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  std::int64_t numel = 1;
+  for (const std::int64_t d : shape) {
+    if (__builtin_mul_overflow(numel, d, &numel)) {
+      fail(path, mark,
+           "the element count of input '" + name + "' overflows int64 (limit " +
+               std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
+    }
+  }
+  return numel;
+}
+
 GraphInput graph_input(const std::string& path, const std::string& name, const YAML::Node& node) {
   GraphInput in;
   in.name = name;
@@ -178,7 +216,6 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
          "the shape of input '" + name + "' must be a list of sizes, e.g. [512, 768]");
   }
   if (shape.size() > 8) fail(path, shape.Mark(), "input '" + name + "' has more than 8 dimensions");
-  double numel = 1.0;
   for (const auto& d : shape) {
     std::int64_t v = -1;
     try {
@@ -194,10 +231,12 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
                "' is out of range (0 .. 16777216)");
     }
     in.shape.push_back(v);
-    numel *= static_cast<double>(v);
   }
-  if (numel > static_cast<double>(std::int64_t{1} << 31)) {
-    fail(path, shape.Mark(), "input '" + name + "' has more than 2^31 elements");
+  const std::int64_t numel = checked_numel(path, shape.Mark(), name, in.shape);
+  if (numel > (std::int64_t{1} << 31)) {
+    fail(path, shape.Mark(),
+         "input '" + name + "' has " + std::to_string(numel) +
+             " elements, more than the limit of 2^31 (2147483648)");
   }
   if (in.fill == InputFill::kCausal && in.shape.size() < 2) {
     fail(path, shape.Mark(), "input '" + name + "' with fill: causal needs at least 2 dimensions");
@@ -258,7 +297,23 @@ std::vector<GraphInput> graph_inputs(const std::string& path, const YAML::Node& 
   return out;
 }
 
-SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::Node& c) {
+// Nodes of `graph`, nested blocks included, counted with an explicit stack (no recursion).
+std::int64_t count_nodes(const torch::jit::Graph& graph) {
+  std::int64_t n = 0;
+  std::vector<const torch::jit::Block*> blocks{graph.block()};
+  while (!blocks.empty()) {
+    const torch::jit::Block* b = blocks.back();
+    blocks.pop_back();
+    for (const torch::jit::Node* node : b->nodes()) {
+      ++n;
+      for (const torch::jit::Block* inner : node->blocks()) blocks.push_back(inner);
+    }
+  }
+  return n;
+}
+
+SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::Node& c,
+                     const SuiteLimits& limits) {
   check_keys(path, c, {"name", "graph", "inputs", "params", "dtype", "tag", "rtol", "atol"},
              "a graph case");
   SuiteCase sc;
@@ -292,6 +347,14 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
              ") does not parse: " + e.what());
   }
 
+  const std::int64_t nodes = count_nodes(*graph);
+  if (nodes > limits.graph_nodes) {
+    fail(path, c["graph"].Mark(),
+         "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) + ") has " +
+             std::to_string(nodes) + " nodes, more than the limit of " +
+             std::to_string(limits.graph_nodes) +
+             " (libtorch's interpreter, the reference, builds its code recursively per node)");
+  }
   sc.inputs = graph_inputs(path, c, sc.graph, *graph, tmpl->second.line);
 
   if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
@@ -332,6 +395,86 @@ const char* to_string(InputFill fill) noexcept {
       return "causal";
   }
   return "?";
+}
+
+namespace {
+
+// A "Key:   123 kB" line of /proc/meminfo, in bytes; nullopt when absent.
+std::optional<std::uint64_t> meminfo_bytes(const char* key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> name >> kib) {
+    std::getline(in, unit);
+    if (name == key) return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+// One unsigned number in a file (cgroup v2's memory.max holds "max" when unlimited).
+std::optional<std::uint64_t> file_number(const char* path) {
+  std::ifstream in(path);
+  std::uint64_t v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::uint64_t memory_limit_bytes() {
+  std::optional<std::uint64_t> avail = meminfo_bytes("MemAvailable:");
+  const auto cg_max = file_number("/sys/fs/cgroup/memory.max");
+  const auto cg_used = file_number("/sys/fs/cgroup/memory.current");
+  if (cg_max) {
+    const std::uint64_t headroom = *cg_max - std::min(*cg_max, cg_used.value_or(0));
+    avail = avail ? std::min(*avail, headroom) : headroom;
+  }
+  if (!avail) {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGESIZE);
+    avail = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                  : std::uint64_t{1} << 34;
+  }
+  return *avail / 4 * 3;
+}
+
+std::uint64_t case_tensor_bytes(const SuiteCase& c) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t elements = 0;
+  const auto add = [&](std::uint64_t n) { elements = n > kMax - elements ? kMax : elements + n; };
+  const auto product = [](const std::vector<std::int64_t>& dims) {
+    std::uint64_t n = 1;
+    for (const std::int64_t d : dims) {
+      if (d <= 0) return std::uint64_t{0};
+      if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n)) return kMax;
+    }
+    return n;
+  };
+  if (c.is_graph()) {
+    for (const GraphInput& in : c.inputs) add(product(in.shape));
+  } else {
+    add(product({c.m, c.k}));
+    add(product({c.k, c.n}));
+    if (c.op == "aten::addmm") add(product({c.n}));
+    add(product({c.m, c.n}));  // ka's output
+    add(product({c.m, c.n}));  // libtorch's
+  }
+  return elements > kMax / sizeof(float) ? kMax : elements * sizeof(float);
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  std::size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(kUnits)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f %s (%llu bytes)", v, kUnits[u],
+                static_cast<unsigned long long>(bytes));
+  return text;
 }
 
 std::vector<std::string> suite_search_path(const std::string& explicit_dir) {
@@ -413,7 +556,8 @@ SuiteCase op_case(const std::string& path, const YAML::Node& c) {
 
 // Appends `sc` to `suite` after checking its name: letters, digits, _ - . and not in `seen`.
 void add_checked_case(const std::string& file, const YAML::Node& c, SuiteCase sc,
-                    std::set<std::string>& seen, Suite& suite) {
+                      const SuiteLimits& limits, bool limits_are_default,
+                      std::unordered_set<std::string>& seen, Suite& suite) {
   const bool name_ok =
       !sc.name.empty() && std::all_of(sc.name.begin(), sc.name.end(), [](char ch) {
         return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' ||
@@ -425,11 +569,20 @@ void add_checked_case(const std::string& file, const YAML::Node& c, SuiteCase sc
   if (!seen.insert(sc.name).second) {
     fail(file, c.Mark(), "duplicate case name '" + sc.name + "'");
   }
+  const std::uint64_t bytes = case_tensor_bytes(sc);
+  if (bytes > limits.case_bytes) {
+    fail(file, c.Mark(),
+         "case '" + sc.name + "' needs " + format_bytes(bytes) +
+             " of tensors, more than the limit of " + format_bytes(limits.case_bytes) +
+             (limits_are_default ? " (three quarters of the memory available now)" : ""));
+  }
   suite.cases.push_back(std::move(sc));
 }
 }  // namespace
 
-Suite load_suite_file(const std::string& path) {
+Suite load_suite_file(const std::string& path, SuiteLimits limits) {
+  const bool limits_are_default = limits.case_bytes == 0;
+  if (limits_are_default) limits.case_bytes = memory_limit_bytes();
   std::ifstream in(path);
   KA_CHECK(in.good(), "cannot read suite file '", path, "'");
   YAML::Node root;
@@ -451,9 +604,9 @@ Suite load_suite_file(const std::string& path) {
   if (!groups || !groups.IsSequence() || groups.size() == 0) {
     fail(path, groups ? groups.Mark() : root.Mark(), "'groups' must be a non-empty list");
   }
-  std::set<std::string> seen;
+  std::unordered_set<std::string> seen;
   const auto add_case = [&](const YAML::Node& c, SuiteCase sc) {
-    add_checked_case(path, c, std::move(sc), seen, suite);
+    add_checked_case(path, c, std::move(sc), limits, limits_are_default, seen, suite);
   };
   for (const auto& group : groups) {
     if (!group.IsMap()) fail(path, group.Mark(), "each group must be a mapping with 'model' and 'cases'");
@@ -466,7 +619,7 @@ Suite load_suite_file(const std::string& path) {
     for (const auto& c : cases) {
       if (!c.IsMap()) fail(path, c.Mark(), "each case must be a mapping");
       if (c["graph"]) {
-        SuiteCase sc = graph_case(path, suite, c);
+        SuiteCase sc = graph_case(path, suite, c, limits);
         sc.model = model;
         add_case(c, std::move(sc));
         continue;
