@@ -51,6 +51,10 @@ void write_seed(const std::string& path) {
   rows[1].source_run = 7;
   const ka::db::RecommendationTable table(kFingerprint, std::move(rows), kernels());
   ka::db::export_sqlite(table, path);
+  // 512-byte pages shrink the export from 60 KiB to a few KiB: fewer bytes for each mutation
+  // to miss, and a faster execution. The page size is a property of the file; ka reads both.
+  ka::db::Connection db(path);
+  db.exec("PRAGMA journal_mode = DELETE; PRAGMA page_size = 512; VACUUM");
 }
 
 }  // namespace
