@@ -10,6 +10,7 @@ packages=(
   libbenchmark-dev libgtest-dev libgmock-dev
   libsqlite3-dev sqlite3
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  clang-14 libfuzzer-14-dev              # the fuzz preset (scripts/fuzz.sh): libFuzzer targets
 )
 
 missing=()

@@ -78,10 +78,19 @@ std::string join(const std::vector<std::string>& items) {
   return s;
 }
 
+// A mapping key as text. yaml-cpp's as<std::string>() throws its own "bad conversion" (no file
+// name) for a key that is a mapping or a list: refuse such a key here, naming its line.
+std::string key_of(const std::string& path, const YAML::Node& key) {
+  if (!key.IsScalar() && !key.IsNull()) {
+    fail(path, key.Mark(), "a key must be a plain name, not a mapping or a list");
+  }
+  return key.as<std::string>();
+}
+
 void check_keys(const std::string& path, const YAML::Node& node,
                 const std::set<std::string>& allowed, const char* where) {
   for (const auto& kv : node) {
-    const auto key = kv.first.as<std::string>();
+    const auto key = key_of(path, kv.first);
     if (allowed.count(key) == 0) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
@@ -124,7 +133,7 @@ std::map<std::string, GraphTemplate> load_graphs(const std::string& path,
     fail(path, graphs.Mark(), "'graphs' must be a mapping of name to TorchScript IR");
   std::map<std::string, GraphTemplate> out;
   for (const auto& kv : graphs) {
-    const auto name = kv.first.as<std::string>();
+    const auto name = key_of(path, kv.first);
     if (!is_identifier(name)) {
       fail(path, kv.first.Mark(), "graph name '" + name + "' may only hold letters, digits and _");
     }
@@ -165,7 +174,7 @@ std::string instantiate(const std::string& path, const YAML::Node& c, const std:
   }
   out.append(t.ir, pos, std::string::npos);
   for (const auto& kv : c["params"]) {
-    const auto name = kv.first.as<std::string>();
+    const auto name = key_of(path, kv.first);
     if (used.count(name) == 0) {
       fail(path, kv.first.Mark(), "param '" + name + "' is not used by graph '" + graph + "'");
     }
@@ -249,7 +258,7 @@ std::map<std::string, std::int64_t> graph_params(const std::string& path, const 
   if (!params.IsMap()) fail(path, params.Mark(), "'params' must be a mapping of NAME: integer");
   std::map<std::string, std::int64_t> out;
   for (const auto& kv : params) {
-    const auto name = kv.first.as<std::string>();
+    const auto name = key_of(path, kv.first);
     try {
       out[name] = kv.second.as<std::int64_t>();
     } catch (const YAML::Exception&) {
@@ -275,7 +284,7 @@ std::vector<GraphInput> graph_inputs(const std::string& path, const YAML::Node& 
   std::vector<std::string> graph_inputs;
   for (const torch::jit::Value* v : graph.inputs()) graph_inputs.push_back(v->debugName());
   for (const auto& kv : inputs) {
-    const auto name = kv.first.as<std::string>();
+    const auto name = key_of(path, kv.first);
     if (std::find(graph_inputs.begin(), graph_inputs.end(), name) == graph_inputs.end()) {
       fail(path, kv.first.Mark(),
            "graph '" + graph_name + "' has no input '" + name +

@@ -70,6 +70,18 @@ std::string signature_of(const torch::jit::Node& node) {
   return s;
 }
 
+// A prim::Constant's value; nullopt when libtorch cannot make one. IR such as
+// `prim::Constant[valu="x"]()` parses, but toIValue then throws torch::jit::IRAttributeError
+// (not a ka::Error): refuse it as bad input.
+std::optional<c10::IValue> constant_value(const torch::jit::Node& node) {
+  try {
+    return torch::jit::toIValue(node.output());
+  } catch (const std::exception& e) {
+    KA_THROW(ValueError, "graph constant %", node.output()->debugName(), " has no valid value: ",
+             e.what());
+  }
+}
+
 }  // namespace
 
 extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
@@ -88,8 +100,12 @@ extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c1
   };
   for (torch::jit::Node* node : graph.nodes()) {
     const auto kind = node->kind();
+    // Before node->output(), which asserts (c10::Error) on any other count.
+    KA_CHECK_TYPE(NotImplementedError, node->outputs().size() == 1, "graph node ",
+                  kind.toQualString(), " has ", node->outputs().size(),
+                  " outputs; ka extracts single-output ops");
     if (kind == c10::prim::Constant) {
-      const auto v = torch::jit::toIValue(node->output());
+      const auto v = constant_value(*node);
       KA_CHECK(v.has_value(), "graph constant %", node->output()->debugName(), " has no value");
       index[node->output()] = static_cast<int>(g.values.size());
       g.values.push_back(*v);
@@ -108,9 +124,6 @@ extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c1
       g.values.emplace_back(items);
       continue;
     }
-    KA_CHECK_TYPE(NotImplementedError, node->outputs().size() == 1, "graph node ",
-                  kind.toQualString(), " has ", node->outputs().size(),
-                  " outputs; ka extracts single-output ops");
     extractor::OpGraph::Node n;
     n.signature = signature_of(*node);
     for (const torch::jit::Value* in : node->inputs()) n.inputs.push_back(value_of(in));
