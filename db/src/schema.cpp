@@ -6,6 +6,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <map>
 #include <string>
 #include <tuple>
@@ -460,6 +462,39 @@ void migrate(Connection& db) {
   mark_abandoned_runs(db);
 }
 
+namespace {
+
+// Switching to WAL needs an exclusive lock for a moment, and SQLite answers SQLITE_BUSY to
+// it without calling the busy handler when another connection is in the middle of the same
+// switch (24 processes creating one database at once failed 1 in about 20 starts). So it is
+// retried here, with the busy handler's bound and a growing sleep; a file already in WAL
+// mode is left alone (the mode is stored in the file).
+void switch_to_wal(Connection& db) {
+  const auto start = std::chrono::steady_clock::now();
+  auto sleep = std::chrono::milliseconds(1);
+  for (;;) {
+    {
+      auto mode = db.prepare("PRAGMA journal_mode");
+      if (mode.step() && mode.column_text(0) == "wal") return;
+    }
+    try {
+      db.exec("PRAGMA journal_mode = WAL");
+      return;
+    } catch (const DbError&) {
+      const int code = sqlite3_errcode(db.handle()) & 0xff;  // exec's own failure
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+          waited > std::chrono::milliseconds(busy_timeout_ms())) {
+        throw;
+      }
+    }
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::milliseconds(250));
+  }
+}
+
+}  // namespace
+
 namespace detail {
 
 // Note [Race-free migration]
@@ -474,7 +509,7 @@ void migrate_to(Connection& db, int target) {
   KA_ASSERT(target >= 0 && target <= kSchemaVersion, "bad target schema version ", target);
   const bool fresh = db.user_version() == 0 && has_no_tables(db);
   if (!fresh) check_database(db);
-  db.exec("PRAGMA journal_mode = WAL");
+  switch_to_wal(db);
   // Versions only grow, so a checked file already at `target` needs no write lock: opening
   // never waits behind another process's long transaction unless it has to migrate.
   if (!fresh && db.user_version() >= target) return;

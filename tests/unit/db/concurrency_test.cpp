@@ -285,7 +285,7 @@ TEST(ProcessStartTicks, NamesLiveProcessesOnly) {
 
 // See Note [Rebuilding runs]. A version 2 database with runs, results and trials (and the
 // foreign keys that cascade) keeps every row through the rebuild of `runs`.
-TEST_F(ConcurrencyTest, VersionTwoMigratesToThreeWithEveryRowIntact) {
+TEST_F(ConcurrencyTest, VersionTwoMigratesWithEveryRowIntact) {
   const std::string db_path = path("v2.db");
   const std::string all_rows =
       "SELECT 'run', id, status, tool, host, threads FROM runs UNION ALL "
@@ -338,7 +338,7 @@ TEST_F(ConcurrencyTest, VersionTwoMigratesToThreeWithEveryRowIntact) {
   }
   ResultsStore store(db_path);
   Connection& db = store.connection();
-  EXPECT_EQ(db.user_version(), 3);
+  EXPECT_EQ(db.user_version(), kSchemaVersion);
   EXPECT_EQ(dump(db), before);
   EXPECT_EQ(count(db, "SELECT count(*) FROM results"), 12);
   EXPECT_EQ(count(db, "SELECT count(*) FROM trials"), 12);

@@ -122,11 +122,11 @@ std::vector<Hostile> hostile_kinds() {
               "CREATE TABLE copy AS SELECT * FROM recommendations; DROP TABLE recommendations; "
               "ALTER TABLE copy RENAME TO recommendations");
        },
-       {"table 'recommendations' column 1 is 'id' INT where schema version 3 has 'id' INTEGER "
+       {"table 'recommendations' column 1 is 'id' INT where schema version " + std::to_string(kSchemaVersion) + " has 'id' INTEGER "
         "PRIMARY KEY"}},
       {"missing_table",
        [](const std::string& p) { edit(p, "DROP TABLE trials"); },
-       {"table 'trials' of schema version 3 is missing"}},
+       {"table 'trials' of schema version " + std::to_string(kSchemaVersion) + " is missing"}},
       {"not_a_database",
        [](const std::string& p) {
          std::string text;
