@@ -1,4 +1,5 @@
 #include "graph_case.hpp"
+#include "graph_nodes.hpp"
 
 #include <ka/core/error.hpp>
 #include <ka/profiler/span.hpp>
@@ -112,20 +113,6 @@ bool compare(const at::Tensor& got, const at::Tensor& want, std::size_t index, d
 constexpr std::size_t kReferenceStackBaseBytes = std::size_t{8} << 20;
 constexpr std::size_t kReferenceStackBytesPerNode = 4096;
 
-std::size_t count_nodes(const torch::jit::Graph& graph) {
-  std::size_t n = 0;
-  std::vector<const torch::jit::Block*> blocks{graph.block()};
-  while (!blocks.empty()) {
-    const torch::jit::Block* b = blocks.back();
-    blocks.pop_back();
-    for (const torch::jit::Node* node : b->nodes()) {
-      ++n;
-      for (const torch::jit::Block* inner : node->blocks()) blocks.push_back(inner);
-    }
-  }
-  return n;
-}
-
 // Runs `fn` on a new thread with a stack of `stack_bytes` and waits for it; rethrows what it
 // throws.
 void run_with_stack(std::size_t stack_bytes, const std::function<void()>& fn) {
@@ -192,7 +179,7 @@ GraphCase::GraphCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_u
   s.ref_graph = parse(c);
   // See Note [Reference stack].
   const std::size_t stack =
-      kReferenceStackBaseBytes + kReferenceStackBytesPerNode * count_nodes(*s.ref_graph);
+      kReferenceStackBaseBytes + kReferenceStackBytesPerNode * count_graph_nodes(*s.ref_graph);
   run_with_stack(stack, [&] {
     s.code = std::make_unique<torch::jit::Code>(s.ref_graph, "ka_bench_reference");
   });

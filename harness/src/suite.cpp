@@ -1,3 +1,5 @@
+#include "graph_nodes.hpp"
+
 #include <ka/core/dtype.hpp>
 #include <ka/core/error.hpp>
 #include <ka/harness/suite.hpp>
@@ -306,21 +308,6 @@ std::vector<GraphInput> graph_inputs(const std::string& path, const YAML::Node& 
   return out;
 }
 
-// Nodes of `graph`, nested blocks included, counted with an explicit stack (no recursion).
-std::int64_t count_nodes(const torch::jit::Graph& graph) {
-  std::int64_t n = 0;
-  std::vector<const torch::jit::Block*> blocks{graph.block()};
-  while (!blocks.empty()) {
-    const torch::jit::Block* b = blocks.back();
-    blocks.pop_back();
-    for (const torch::jit::Node* node : b->nodes()) {
-      ++n;
-      for (const torch::jit::Block* inner : node->blocks()) blocks.push_back(inner);
-    }
-  }
-  return n;
-}
-
 SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::Node& c,
                      const SuiteLimits& limits) {
   check_keys(path, c, {"name", "graph", "inputs", "params", "dtype", "tag", "rtol", "atol"},
@@ -356,7 +343,7 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
              ") does not parse: " + e.what());
   }
 
-  const std::int64_t nodes = count_nodes(*graph);
+  const auto nodes = static_cast<std::int64_t>(detail::count_graph_nodes(*graph));
   if (nodes > limits.graph_nodes) {
     fail(path, c["graph"].Mark(),
          "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) + ") has " +
@@ -641,4 +628,21 @@ Suite load_suite_file(const std::string& path, SuiteLimits limits) {
   return suite;
 }
 
+namespace detail {
+
+std::size_t count_graph_nodes(const torch::jit::Graph& graph) {
+  std::size_t n = 0;
+  std::vector<const torch::jit::Block*> blocks{graph.block()};
+  while (!blocks.empty()) {
+    const torch::jit::Block* b = blocks.back();
+    blocks.pop_back();
+    for (const torch::jit::Node* node : b->nodes()) {
+      ++n;
+      for (const torch::jit::Block* inner : node->blocks()) blocks.push_back(inner);
+    }
+  }
+  return n;
+}
+
+}  // namespace detail
 }  // namespace ka::harness
