@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <utility>
 #include <string>
 #include <vector>
 
@@ -53,14 +52,7 @@ constexpr double kShapeDeadlineS = 600.0;
 
 bool g_serves_workers = false;
 
-using Frame = std::vector<std::string>;
-
-// Messages in both directions, with the supervisor's deadline checked before each read.
-template <class Wait>
-bool read_frame(int fd, Frame& f, Wait&& wait) {
-  return read_message(fd, f, std::function<void()>(std::forward<Wait>(wait)));
-}
-bool send_all(int fd, const Frame& f) { return send_message(fd, f); }
+using Frame = std::vector<std::string>;  // a message: see ka::send_message
 
 std::string num(double v) { return fmt::format("{:.17g}", v); }
 
@@ -204,20 +196,19 @@ Frame answer(const TuneOptions& o, const Frame& request,
 }
 
 int serve(int fd) {
-  const auto no_wait = [] {};
   Frame f;
-  if (!read_frame(fd, f, no_wait)) return 0;
+  if (!read_message(fd, f)) return 0;
   const TuneOptions o = options_of(f);
   kernels::set_cpu_thread_limit(o.threads);
   std::unique_ptr<detail::ShapeTrials> shape;
-  while (read_frame(fd, f, no_wait)) {
+  while (read_message(fd, f)) {
     Frame reply;
     try {
       reply = answer(o, f, shape);
     } catch (const std::exception& e) {
       reply = {"error", e.what()};
     }
-    if (!send_all(fd, reply)) return 1;
+    if (!send_message(fd, reply)) return 1;
   }
   return 0;
 }
@@ -259,13 +250,13 @@ class WorkerProcess {
       }
     };
     Frame reply;
-    if (!read_frame(child_.fd(), reply, wait)) throw lost();
+    if (!read_message(child_.fd(), reply, wait)) throw lost();
     return reply;
   }
 
   // Sends without waiting for a reply (the options).
   void tell(const Frame& message) {
-    if (!send_all(child_.fd(), message)) throw lost();
+    if (!send_message(child_.fd(), message)) throw lost();
   }
 
  private:
