@@ -2,6 +2,7 @@
 // exceed the memory limit, a shape whose element count overflows int64 and a graph beyond the
 // node limit are refused with the file, line and limit.
 #include <ka/core/error.hpp>
+#include <ka/core/memory_limit.hpp>
 #include <ka/harness/suite.hpp>
 
 #include <gtest/gtest.h>

@@ -83,25 +83,16 @@ constexpr std::int64_t kMaxGraphNodes = 200000;
 /// What a suite file may ask for before anything is allocated.
 struct SuiteLimits {
   /// Most bytes of tensors one case may need (inputs, and for op cases ka's and libtorch's
-  /// outputs); see memory_limit_bytes().
+  /// outputs); 0: ka::memory_limit_bytes() (ka/core/memory_limit.hpp).
   std::uint64_t case_bytes = 0;
   /// Most nodes of one graph case's graph, nested blocks included.
   std::int64_t graph_nodes = kMaxGraphNodes;
 };
 
-/// The default SuiteLimits::case_bytes: three quarters of the memory this process can get
-/// now, the smaller of /proc/meminfo's MemAvailable and the cgroup's memory.max headroom (the
-/// physical memory when neither can be read), so a big machine's memory is usable and a case
-/// that would only fit by swapping or being OOM-killed is refused.
-std::uint64_t memory_limit_bytes();
-
 /// Bytes of the fp32 tensors case `c` allocates before it runs: A, B (and the bias of
 /// aten::addmm) and two M x N outputs for op cases, the inputs for graph cases (their outputs
 /// depend on the graph). Saturates at UINT64_MAX.
 std::uint64_t case_tensor_bytes(const SuiteCase& c);
-
-/// "12.0 GiB (12884901888 bytes)".
-std::string format_bytes(std::uint64_t bytes);
 
 /// Loads and validates a suite file; graph templates are instantiated and parsed as
 /// TorchScript IR. Throws ka::ValueError naming the file and line of the first problem (YAML
@@ -109,7 +100,7 @@ std::string format_bytes(std::uint64_t bytes);
 /// does not parse, missing or unknown graph input, bad shape, unset or unused param, a shape
 /// whose element count overflows int64, a case whose tensors exceed limits.case_bytes, a
 /// graph of more than limits.graph_nodes nodes). `limits.case_bytes` 0 means
-/// memory_limit_bytes().
+/// ka::memory_limit_bytes().
 Suite load_suite_file(const std::string& path, SuiteLimits limits = {});
 
 }  // namespace ka::harness
