@@ -29,10 +29,11 @@ constexpr const char* kAbout =
     "through ka's extractor, checked against libtorch, timed (median, repetitions until the\n"
     "CI95 half-width is within --target-ci of it or the per-config budget ends; hot cache)\n"
     "and stored in the database as it lands; an interrupted sweep (even kill -9) resumes\n"
-    "where it stopped when run again. The best candidates and the default are then timed in\n"
-    "8 paired rounds; one replaces the default only if it was faster in at least 7 of them\n"
-    "(a sign test at 95%; else the default wins a tie); winners go to the recommendation\n"
-    "table (load it with KA_TUNED_TABLE=<db>).\n"
+    "where it stopped when run again, and ka-tunes sweeping the same work on one database at\n"
+    "once measure each configuration once (one waits for the other's trial). The best\n"
+    "candidates and the default are then timed in 8 paired rounds; one replaces the default\n"
+    "only if it was faster in at least 7 of them (a sign test at 95%; else the default wins a\n"
+    "tie); winners go to the recommendation table (load it with KA_TUNED_TABLE=<db>).\n"
     "Each configuration runs in a worker process: one that crashes or overruns\n"
     "--trial-timeout is recorded as 'crashed' or 'timeout' and the sweep goes on; a resumed\n"
     "sweep does not run it again (--retry-failed does). SIGINT, SIGTERM or SIGHUP stop the\n"
@@ -218,18 +219,24 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
   std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
               "default", "gain", "configs (new+reused / space)");
   for (const auto& r : outcomes) {
-    std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s\n", r.shape.c_str(),
+    std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s%s\n", r.shape.c_str(),
                 r.kernel.c_str(), r.best_config.c_str(),
                 ka::profiler::format_duration_ns(r.best_median_ns).c_str(),
                 ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain,
                 r.evaluated, r.reused, r.space,
                 r.equivalent ? fmt::format(", {} equivalent", r.equivalent).c_str() : "",
+                r.shared ? fmt::format(", {} shared", r.shared).c_str() : "",
                 failures(r).c_str(),
-                r.separated ? "" : " (tie with #2)");
+                r.finals_run != 0 ? fmt::format(" (finals of run {})", r.finals_run).c_str()
+                : r.separated   ? ""
+                                : " (tie with #2)");
   }
   std::printf("(gain = default config's median / best's, both re-measured together; \"tie with "
-              "#2\": the best was not faster than the runner-up in 7 of the 8 paired rounds; \"equivalent\": "
-              "configs that run exactly as one measured already, given its time)\n");
+              "#2\": the best was not faster than the runner-up in 7 of the 8 paired rounds; "
+              "\"equivalent\": configs that run exactly as one measured already, given its "
+              "time; \"shared\": configs a concurrent ka-tune of the same work on this database "
+              "measured, given its time; \"finals of run N\": that concurrent run timed the "
+              "finals and chose the winner)\n");
 }
 
 // Sweeps --op's shapes (--shapes, then the op's cases of --suite) and prints the winners.

@@ -162,6 +162,8 @@ void ResultsStore::finish_run(std::int64_t run_id, bool ok) {
       .bind(1, ok ? "complete" : "failed")
       .bind(2, run_id)
       .run();
+  // Its claims on trials end with it (Note [Shared trials] in trial_claims.cpp).
+  db_.prepare("DELETE FROM trial_claims WHERE run_id = ?").bind(1, run_id).run();
   tx.commit();
 }
 

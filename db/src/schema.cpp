@@ -235,6 +235,24 @@ DROP TABLE trials;
 ALTER TABLE trials_v4 RENAME TO trials;
 CREATE INDEX trials_by_shape ON trials (op, shape_key, kernel, kernel_version);
 )sql",
+    // 4 -> 5: claims on trials under way, so that concurrent sweeps of the same work measure
+    // each configuration once (Note [Shared trials] in trial_claims.cpp). A claim is a row of
+    // work in progress, never a result: merge, export and import ignore the table.
+    R"sql(
+CREATE TABLE trial_claims (
+  fingerprint     TEXT NOT NULL,               -- DeviceFingerprint::key()
+  op              TEXT NOT NULL,
+  shape_key       TEXT NOT NULL,
+  kernel          TEXT NOT NULL,
+  kernel_version  INTEGER NOT NULL,
+  cache_state     TEXT NOT NULL,
+  config          TEXT NOT NULL,               -- LaunchConfig canonical form
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  claimed_at      REAL NOT NULL,               -- Unix time, seconds
+  PRIMARY KEY (fingerprint, op, shape_key, kernel, kernel_version, cache_state, config)
+);
+CREATE INDEX trial_claims_by_run ON trial_claims (run_id);
+)sql",
 };
 
 // Note [Rebuilding runs]

@@ -48,6 +48,47 @@ case "$case_name" in
     total=$("$sqlite3" "$tmp/ka.db" "SELECT count(*), count(DISTINCT config) FROM trials")
     [ "$total" = "$((before + 60))|$((before + 60))" ] || fail "trials after resume: $total (expected $((before + 60)) distinct)"
     ;;
+  shared_sweep)
+    # Two ka-tunes sweeping the same work on one database measure each configuration once
+    # (Note [Shared trials]). The first stops itself after its 3rd trial; the second starts,
+    # and once it has stored a trial of its own the first continues: from then on both sweep
+    # the same points in the same order at once, each taking what the other measured.
+    args=(--op aten::addmm --shapes 48x64x80 --strategy exhaustive --budget 60 --db "$tmp/ka.db" --config-budget 0.05 --finalists 2 -q)
+    KA_TEST_STOP_AFTER_TRIALS=3 "$ka_tune" "${args[@]}" >"$tmp/a.out" 2>"$tmp/a.err" &
+    a=$!
+    for _ in $(seq 1 1200); do
+      state=$(awk '{print $3}' "/proc/$a/stat" 2>/dev/null)
+      [ "$state" = "T" ] && break
+      [ -n "$state" ] || break
+      sleep 0.05
+    done
+    [ "$(awk '{print $3}' "/proc/$a/stat" 2>/dev/null)" = "T" ] || fail "first ka-tune never stopped after 3 trials: $(cat "$tmp/a.err")"
+    "$ka_tune" "${args[@]}" >"$tmp/b.out" 2>"$tmp/b.err" &
+    b=$!
+    for _ in $(seq 1 1200); do
+      n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM trials" 2>/dev/null)
+      [ "${n:-0}" -gt 3 ] && break
+      kill -0 $b 2>/dev/null || break
+      sleep 0.05
+    done
+    kill -CONT $a
+    wait $a || fail "first ka-tune failed: $(cat "$tmp/a.err")"
+    wait $b || fail "second ka-tune failed: $(cat "$tmp/b.err")"
+    counts=$("$sqlite3" "$tmp/ka.db" "SELECT count(*), count(DISTINCT config) FROM trials")
+    total=${counts%|*}
+    [ "${counts#*|}" = "$total" ] || fail "a configuration was measured twice: $counts trials (all, distinct)"
+    [ "$total" -ge 60 ] || fail "only $total trials stored"
+    statuses=$("$sqlite3" "$tmp/ka.db" "SELECT group_concat(status) FROM runs")
+    [ "$statuses" = "complete,complete" ] || fail "run statuses: $statuses"
+    grep -qE '[0-9]+ shared' "$tmp/a.out" || fail "the first run took none of the second's trials: $(cat "$tmp/a.out")"
+    # The finals too are timed once: by whichever run reached them first; the other takes its
+    # recommendation.
+    [ "$(cat "$tmp/a.out" "$tmp/b.out" | grep -c "(finals of run [12])")" = 1 ] || fail "the finals were not shared: $(cat "$tmp/a.out" "$tmp/b.out")"
+    claims=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM trial_claims")
+    [ "$claims" = 0 ] || fail "$claims claims left after both runs ended"
+    recs=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM recommendations")
+    [ "$recs" = 1 ] || fail "expected one recommendation, got $recs"
+    ;;
   signals)
     # SIGTERM, SIGINT or SIGHUP stops the sweep after the trial under way: what finished is
     # stored, the run is marked failed and ka-tune exits with 128 + the signal. The signal is
@@ -129,6 +170,10 @@ case "$case_name" in
     expect_fail 2 "--tolerance: 'nan' is not a finite number >= 0" "${tune[@]}" --tolerance nan
     expect_fail 2 "--threads: '100000' is not a thread count from 0 (all cores) to " "${tune[@]}" --threads 100000
     grep -qE "logical cores, at most 1024\)" "$tmp/err" || fail "--threads: the bound is not explained"
+    # Shapes whose tensors cannot fit (or whose sizes overflow) are refused with their size.
+    expect_fail 2 "ka-tune: error: shape 400000x400000x400000 of aten::addmm needs " "$ka_tune" --op aten::addmm --shapes 400000x400000x400000 --db "$tmp/ka.db" -q
+    grep -q "more than the limit of .*(three quarters of the memory available now)" "$tmp/err" || fail "memory bound: the limit is not named"
+    expect_fail 2 "shape 9223372036854775807x2x2x2 of aten::bmm needs 16.0 EiB" "$ka_tune" --op aten::bmm --shapes 9223372036854775807x2x2x2 --db "$tmp/ka.db" -q
     expect_fail 2 "ka-tune: error: --db '': the results go to this database" "$ka_tune" --op aten::addmm --shapes 8x8x8 --db '' -q
     expect_fail 2 "--db ':memory:': the results go to this database" "$ka_tune" --op aten::addmm --shapes 8x8x8 --db :memory: -q
     for bad in 0 -1 abc 100000; do

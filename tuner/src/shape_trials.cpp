@@ -8,9 +8,11 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 
 namespace ka::tuner::detail {
 namespace {
@@ -67,6 +69,39 @@ std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& s
   KA_CHECK(dims.size() >= t.min_dims && dims.size() <= t.max_dims, "bad shape '", shape,
            "' for ", op, ": expected ", t.form);
   return dims;
+}
+
+std::uint64_t shape_tensor_bytes(const std::string& op, const std::vector<std::int64_t>& dims) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  const auto times = [](std::uint64_t a, std::uint64_t b) {
+    std::uint64_t out = 0;
+    return __builtin_mul_overflow(a, b, &out) ? kMax : out;
+  };
+  const auto plus = [](std::uint64_t a, std::uint64_t b) { return a > kMax - b ? kMax : a + b; };
+  std::vector<std::uint64_t> d;
+  for (const std::int64_t v : dims) {
+    d.push_back(static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0)));
+  }
+  std::uint64_t elements = 0;
+  if (op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm") {
+    const std::size_t o = op == "aten::bmm" ? 1 : 0;  // BxMxKxN: B multiplies everything
+    const std::uint64_t m = d.at(o), k = d.at(o + 1), n = d.at(o + 2);
+    elements = plus(plus(times(m, k), times(k, n)), times(2, times(m, n)));
+    if (op == "aten::addmm") elements = plus(elements, n);
+    if (o == 1) elements = times(d[0], elements);
+  } else {
+    std::uint64_t x = 1;
+    for (const std::uint64_t v : d) x = times(x, v);
+    const std::uint64_t last = d.empty() ? 1 : std::max<std::uint64_t>(d.back(), 1);
+    if (op == "aten::sum.dim_IntList") {
+      elements = plus(x, times(2, x / last));
+    } else if (op == "aten::add.Tensor" || op == "aten::mul.Tensor") {
+      elements = times(4, x);
+    } else {
+      elements = plus(times(3, x), op == "aten::layer_norm" ? times(2, last) : 0);
+    }
+  }
+  return times(elements, sizeof(float));
 }
 
 namespace {

@@ -23,6 +23,10 @@ namespace ka::tuner::detail {
 /// the form the op expects.
 std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& shape);
 
+/// Bytes of the fp32 tensors a trial of `op` at `dims` (parse_dims) allocates: its inputs,
+/// ka's output and libtorch's reference. Saturates at UINT64_MAX.
+std::uint64_t shape_tensor_bytes(const std::string& op, const std::vector<std::int64_t>& dims);
+
 /// What became of one configuration: the trial row's disposition, message and timing.
 struct TrialOutcome {
   db::Disposition disposition = db::Disposition::kOk;

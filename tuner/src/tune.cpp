@@ -3,10 +3,12 @@
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/interrupt.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/core/memory_limit.hpp>
 #include <ka/core/option_checks.hpp>
 #include <ka/core/text.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
+#include <ka/db/trial_claims.hpp>
 #include <ka/executor/cuda_executor.hpp>
 #include <ka/extractor/extractor.hpp>
 #include <ka/kernels/cpu_launch.hpp>
@@ -187,7 +189,13 @@ void stop_for_tests_after(std::size_t stored) {
 void check_options(const TuneOptions& o) {
   KA_CHECK(!o.shapes.empty(), "no shapes to tune for ", o.op, " (give --shapes or --suite)");
   (void)make_strategy(o.strategy, o.seed);
-  for (const std::string& shape : o.shapes) (void)detail::parse_dims(o.op, shape);
+  const std::uint64_t memory_limit = memory_limit_bytes();
+  for (const std::string& shape : o.shapes) {
+    const std::uint64_t bytes = detail::shape_tensor_bytes(o.op, detail::parse_dims(o.op, shape));
+    KA_CHECK(bytes <= memory_limit, "shape ", shape, " of ", o.op, " needs ", format_bytes(bytes),
+             " of tensors, more than the limit of ", format_bytes(memory_limit),
+             " (three quarters of the memory available now)");
+  }
   KA_CHECK(o.trial_timeout_s >= 0 && std::isfinite(o.trial_timeout_s), "--trial-timeout ",
            o.trial_timeout_s, ": expected finite seconds >= 0 (0: automatic)");
   KA_CHECK(o.threads >= 0 && o.threads <= max_threads(), "--threads ", o.threads,
@@ -224,6 +232,9 @@ struct TuneRun {
   std::size_t stored_here = 0;  // trials this process stored
 };
 
+// The claim a shape's finals are taken under (Note [Shared trials]): no LaunchConfig prints so.
+constexpr const char* kFinalsClaim = "<finals>";
+
 // One shape of a run, tuned as Note [Tuning a shape] says:
 //
 //   ShapeOutcome out = ShapeTuner(run, index).tune();
@@ -238,8 +249,10 @@ class ShapeTuner {
       log().warn("{}: no configuration ran correctly; nothing recommended", out_.shape_key);
       return out_;
     }
+    if (adopt_concurrent_finals()) return out_;
     const std::optional<Finals> finals = time_finals(pick_finalists(h));
     if (finals) recommend(*finals, select_winner(finals->rounds));
+    if (!o_.fresh) db::release_claim(run_.store.connection(), run_.id, claim_key(kFinalsClaim));
     return out_;
   }
 
@@ -252,6 +265,10 @@ class ShapeTuner {
   History sweep(History resumed);
   Evaluation evaluate(std::size_t i);
   std::optional<Evaluation> equivalent_result(const LaunchConfig& point) const;
+  db::TrialKey claim_key(const std::string& config) const;
+  db::ClaimPolicy claim_policy() const;
+  std::optional<Evaluation> concurrent_result(const LaunchConfig& point);
+  bool adopt_concurrent_finals();
   void count(const detail::TrialOutcome& r);
   std::vector<std::size_t> pick_finalists(const History& h) const;
   std::optional<Finals> time_finals(const std::vector<std::size_t>& finalists) const;
@@ -343,6 +360,68 @@ std::optional<Evaluation> ShapeTuner::equivalent_result(const LaunchConfig& poin
   }
 }
 
+// The result of `point` as another run stored it while this one swept, waiting for a run that
+// measures it now; nullopt when it is this run's to measure (claimed for it). A --fresh sweep
+// shares nothing. See Note [Shared trials] in db/src/trial_claims.cpp.
+std::optional<Evaluation> ShapeTuner::concurrent_result(const LaunchConfig& point) {
+  if (o_.fresh) return std::nullopt;
+  const db::ClaimState state =
+      db::claim_or_wait(run_.store.connection(), run_.id, claim_key(point.str()), claim_policy());
+  if (state.kind != db::ClaimState::Kind::kMeasured) return std::nullopt;
+  return Evaluation(state.median_ns);
+}
+
+// What this shape's trials (or, with kFinalsClaim, its finals) are claimed under.
+db::TrialKey ShapeTuner::claim_key(const std::string& config) const {
+  db::TrialKey key;
+  key.fingerprint = run_.fp.key();
+  key.op = base().lookup_op();
+  key.shape_key = out_.shape_key;
+  key.kernel = kernel_.name;
+  key.kernel_version = kernel_.version;
+  key.cache_state = profiler::to_string(o_.measure.mode);
+  key.config = config;
+  return key;
+}
+
+db::ClaimPolicy ShapeTuner::claim_policy() const {
+  db::ClaimPolicy policy;
+  policy.retry_failed = o_.retry_failed;
+  // A holder on another host is presumed dead well after any trial deadline it could have.
+  policy.stale_after_s = std::max(policy.stale_after_s, 4.0 * o_.trial_timeout_s);
+  return policy;
+}
+
+// Whether a run sweeping this shape at the same time timed the finals: waits while one does
+// (it holds the finals' claim), then takes the recommendation such a run stored after this run
+// began, as this shape's outcome. False (and the finals' claim held) when this run must time
+// them. A --fresh sweep shares nothing. See Note [Shared trials] in db/src/trial_claims.cpp.
+bool ShapeTuner::adopt_concurrent_finals() {
+  if (o_.fresh) return false;
+  db::Connection& db = run_.store.connection();
+  const db::TrialKey key = claim_key(kFinalsClaim);
+  (void)db::claim_or_wait(db, run_.id, key, claim_policy());
+  auto st = db.prepare(
+      "SELECT rec.config, rec.median_ns, rec.gain_over_default, rec.source_run FROM "
+      "recommendations rec JOIN runs me ON me.id = ?1 WHERE rec.fingerprint = ?2 AND "
+      "rec.op = ?3 AND rec.shape_key = ?4 AND rec.kernel = ?5 AND rec.kernel_version = ?6 AND "
+      "rec.source_run IS NOT NULL AND rec.source_run <> ?1 AND rec.created_at >= me.started_at");
+  st.bind(1, run_.id)
+      .bind(2, key.fingerprint)
+      .bind(3, key.op)
+      .bind(4, key.shape_key)
+      .bind(5, key.kernel)
+      .bind(6, key.kernel_version);
+  if (!st.step()) return false;
+  out_.best_config = params_str(LaunchConfig::parse(st.column_text(0)));
+  out_.best_median_ns = st.column_is_null(1) ? 0.0 : st.column_double(1);
+  out_.gain = st.column_is_null(2) ? 1.0 : st.column_double(2);
+  out_.default_median_ns = out_.best_median_ns * out_.gain;
+  out_.finals_run = st.column_int64(3);
+  db::release_claim(db, run_.id, key);
+  return true;
+}
+
 // Point `i`'s median, or nullopt when it did not run ok. Each configuration run is stored as
 // a trial with its disposition; one that runs as one measured already (same canonical form) is
 // given that one's result and is neither run nor stored. A stop signal ends the sweep between
@@ -355,6 +434,11 @@ Evaluation ShapeTuner::evaluate(std::size_t i) {
     ++out_.equivalent;
     last_equivalent_ = true;
     return *same;
+  }
+  if (const auto theirs = concurrent_result(point)) {
+    ++out_.shared;
+    if (*theirs) by_canonical_.emplace(canonical_of(point), *theirs);
+    return *theirs;
   }
   const detail::TrialOutcome r = run_.trials->run_trial(point);
   count(r);

@@ -119,7 +119,7 @@ class ResultsStore {
   void continue_run(std::int64_t run_id);
   /// Inserts `rows` for `run_id` in one transaction: all or nothing.
   void add_results(std::int64_t run_id, const std::vector<ResultRow>& rows);
-  /// Marks the run complete (or failed) and stamps its end time.
+  /// Marks the run complete (or failed), stamps its end time and drops its trial claims.
   void finish_run(std::int64_t run_id, bool ok);
 
   /// Records `rows` for `run_id` in one transaction. A trial already stored for the run (same

@@ -67,8 +67,12 @@ struct ShapeOutcome {
   bool separated = false;  ///< The winner was faster than the runner-up in enough paired
                            ///< rounds; false also when a tie kept the default (Note [Paired
                            ///< finals], ka/tuner/paired_finals.hpp).
+  std::int64_t finals_run = 0;  ///< The concurrent run whose finals (and recommendation) this
+                                ///< outcome took, or 0 when this run timed them.
   std::size_t evaluated = 0;  ///< Configurations measured in this run.
   std::size_t reused = 0;     ///< Configurations whose trials an earlier run stored.
+  std::size_t shared = 0;     ///< Configurations a concurrent run of the same work measured
+                              ///< while this one swept (Note [Shared trials]).
   std::size_t equivalent = 0; ///< Configurations that run as one already measured (same
                               ///< canonical form): given its result, not run or stored.
   std::size_t failed = 0;     ///< Configurations that did not run ok (refused, threw, wrong,
