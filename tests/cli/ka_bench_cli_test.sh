@@ -168,6 +168,22 @@ case "$case_name" in
     ok=$("$sqlite3" "$tmp/ok.db" "SELECT count(*) FROM results WHERE disposition = 'ok'")
     [ "$ok" = 10 ] || fail "clean --isolate run stored $ok ok rows, expected 10"
     ;;
+  case_timeout_loop)
+    # A real endless case: a graph whose prim::Loop runs 10^9 adds in libtorch's interpreter.
+    # --case-timeout stops it, stores 'timeout' for each of its benchmarks, and the next case
+    # runs into the same run; the run is marked failed and the exit status is 1.
+    start=$(date +%s)
+    "$ka_bench" --suite "$suite_fixtures/endless_loop.yaml" --db "$tmp/ka.db" "${quick[@]}" --case-timeout 5 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    took=$(( $(date +%s) - start ))
+    [ $rc -eq 1 ] || fail "exit $rc, expected 1: $(tail -5 "$tmp/err")"
+    [ $took -lt 120 ] || fail "took $took s: the endless case was not stopped at 5 s"
+    got=$("$sqlite3" "$tmp/ka.db" "SELECT case_name || ':' || impl || ':' || disposition FROM results ORDER BY case_name, impl" | tr '\n' ' ')
+    want="after:ka:ok after:libtorch:ok endless:ka:timeout endless:ka_unfused:timeout endless:libtorch:timeout "
+    [ "$got" = "$want" ] || fail "results: $got"
+    [ "$("$sqlite3" "$tmp/ka.db" "SELECT status FROM runs")" = failed ] || fail "the run is not marked failed"
+    grep -qE "endless +timeout +stopped after --case-timeout 5 s" "$tmp/out" || fail "the stopped case is not listed"
+    ;;
   fused_explain)
     # The shipped fused suite's plans: one checked run per ka variant, nothing timed or stored.
     "$ka_bench" --suite fused --explain --threads 2 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
