@@ -33,6 +33,14 @@ void cuda_stream_synchronize(void* stream, const std::string& what) {
   KA_CUDA_CHECK_FOR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), what);
 }
 
+std::string cuda_context_error() {
+  if (cudaDeviceSynchronize() == cudaSuccess) return {};
+  static_cast<void>(cudaGetLastError());  // a non-sticky error ends here
+  const cudaError_t again = cudaDeviceSynchronize();
+  if (again == cudaSuccess) return {};
+  return std::string(cudaGetErrorName(again)) + ": " + cudaGetErrorString(again);
+}
+
 struct CudaExecutor::Impl {
   struct Entry {
     KernelTask task;
@@ -123,6 +131,8 @@ void cuda_stream_synchronize(void* /*stream*/, const std::string& what) {
   KA_THROW(NotImplementedError, "cuda_stream_synchronize (", what,
            "): this build of ka was compiled without CUDA");
 }
+
+std::string cuda_context_error() { return {}; }
 
 struct CudaExecutor::Impl {
   std::vector<std::pair<std::uint64_t, std::vector<std::uint64_t>>> history;

@@ -5,6 +5,7 @@
 #include <ka/core/interrupt.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/core/subprocess.hpp>
+#include <ka/executor/cuda_executor.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/tuner/trial_worker.hpp>
 
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,8 +37,12 @@ namespace ka::tuner {
 // computes libtorch's reference and times one default call), "trial <config>", "finals".
 // Every request has a deadline; a worker that dies gives the trial the disposition
 // 'crashed' (with the signal or exit status), one that overruns is killed (SIGKILL) and the
-// trial is 'timeout'. The next request starts a new worker, which is given the options and the
-// current shape again. A worker serves every trial of a run, so isolation costs a process
+// trial is 'timeout'. A worker that survives but can no longer be trusted says so instead of
+// answering, and ends: after every request it checks whether a kernel called
+// mark_trial_worker_unusable() and, on a CUDA device, whether a sticky error broke its context
+// (executor::cuda_context_error(): every later CUDA call would fail, so without this one bad
+// configuration would fail all that follow); the trial is 'crashed' with that reason. The next
+// request starts a new worker, which is given the options and the current shape again. A worker serves every trial of a run, so isolation costs a process
 // start per run (and per lost worker), one shape build per shape in each process, and a
 // message per trial.
 // The deadline of a trial (--trial-timeout, else automatic) is 10 s + 3 x --config-budget +
@@ -51,6 +57,10 @@ constexpr const char* kWorkerFdVariable = "KA_TRIAL_WORKER_FD";
 constexpr double kShapeDeadlineS = 600.0;
 
 bool g_serves_workers = false;
+bool g_in_worker = false;
+// mark_trial_worker_unusable's first reason; kernels may call it from their pool's threads.
+std::mutex g_unusable_mutex;
+std::string g_unusable;
 
 using Frame = std::vector<std::string>;  // a message: see ka::send_message
 
@@ -195,6 +205,18 @@ Frame answer(const TuneOptions& o, const Frame& request,
   KA_THROW(IoError, "trial worker: unknown request '", kind, "'");
 }
 
+// Why this worker must not serve another request (mark_trial_worker_unusable, or a CUDA
+// context a sticky error broke), or empty.
+std::string unusable_reason(const TuneOptions& o) {
+  {
+    const std::lock_guard<std::mutex> lock(g_unusable_mutex);
+    if (!g_unusable.empty()) return g_unusable;
+  }
+  if (o.device != DeviceType::kCUDA) return {};
+  const std::string cuda = executor::cuda_context_error();
+  return cuda.empty() ? cuda : "the CUDA context is lost (" + cuda + ")";
+}
+
 int serve(int fd) {
   Frame f;
   if (!read_message(fd, f)) return 0;
@@ -207,6 +229,10 @@ int serve(int fd) {
       reply = answer(o, f, shape);
     } catch (const std::exception& e) {
       reply = {"error", e.what()};
+    }
+    // A worker that cannot be trusted any more says why instead of answering, and ends.
+    if (std::string why = unusable_reason(o); !why.empty()) {
+      return send_message(fd, {"unusable", std::move(why)}) ? 0 : 1;
     }
     if (!send_message(fd, reply)) return 1;
   }
@@ -251,6 +277,13 @@ class WorkerProcess {
     };
     Frame reply;
     if (!read_message(child_.fd(), reply, wait)) throw lost();
+    if (!reply.empty() && reply[0] == "unusable") {
+      child_.kill_and_reap();
+      throw WorkerLost{db::Disposition::kCrashed,
+                       "the worker process could run no more trials: " +
+                           (reply.size() > 1 ? reply[1] : std::string("no reason given")) +
+                           "; it was replaced"};
+    }
     return reply;
   }
 
@@ -375,6 +408,7 @@ void serve_trial_worker_if_asked() {
   if (fd_text == nullptr) return;
   const int fd = std::atoi(fd_text);
   ::unsetenv(kWorkerFdVariable);
+  g_in_worker = true;
   int code = 1;
   try {
     code = serve(fd);
@@ -385,6 +419,15 @@ void serve_trial_worker_if_asked() {
 }
 
 bool serves_trial_workers() noexcept { return g_serves_workers; }
+
+void mark_trial_worker_unusable(const std::string& why) {
+  if (g_in_worker) {
+    const std::lock_guard<std::mutex> lock(g_unusable_mutex);
+    if (g_unusable.empty()) g_unusable = why;
+    return;
+  }
+  log().warn("this process can run no more trials it could trust: {}", why);
+}
 
 namespace detail {
 

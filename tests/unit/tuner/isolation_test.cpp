@@ -25,8 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using ka::LaunchConfig;
 
-// The faults, by the value of the kernel's `fault` tunable.
-enum Fault : std::int64_t { kNone, kSegfault, kSpin, kWrongElement, kAbort };
+// The faults, by the value of the kernel's `fault` tunable. kUnusable computes the right result
+// but leaves its process unfit for more trials, as a lost CUDA context would.
+enum Fault : std::int64_t { kNone, kSegfault, kSpin, kWrongElement, kAbort, kUnusable };
 
 struct FaultJob {
   const float* in;
@@ -44,6 +45,7 @@ void run_fault_job(const FaultJob& j, std::int64_t /*block*/) {
   }
   for (std::int64_t i = 0; i < j.n; ++i) j.out[i] = j.in[i] > 0.0f ? j.in[i] : 0.0f;
   if (j.fault == kWrongElement) j.out[j.n / 2] += 1.0f;
+  if (j.fault == kUnusable) ka::tuner::mark_trial_worker_unusable("test: the device is gone");
 }
 
 ka::Status prepare_fault_relu(const void* args, const LaunchConfig& config,
@@ -62,7 +64,9 @@ const ka::kernels::KernelDescriptor& fault_descriptor() {
     k.ops = {"aten::relu"};
     k.dtypes = {ka::DType::kFloat32};
     k.space = ka::kernels::TunableSpace(
-        {{"fault", {kNone, kSegfault, kSpin, kWrongElement, kAbort}, "the fault to inject"}}, {});
+        {{"fault", {kNone, kSegfault, kSpin, kWrongElement, kAbort, kUnusable},
+          "the fault to inject"}},
+        {});
     k.default_config = [](const ka::ShapeKey&) {
       LaunchConfig c;
       c.set("fault", kNone);
@@ -135,14 +139,14 @@ TEST_F(IsolatedTrials, EveryInjectedFaultIsRecordedAndTheSweepCompletes) {
   const auto out = ka::tuner::tune(options());
   ASSERT_EQ(out.size(), 1U);
   EXPECT_EQ(out[0].kernel, "fault_injection_relu");
-  EXPECT_EQ(out[0].evaluated, 5U);
-  EXPECT_EQ(out[0].failed, 4U);
-  EXPECT_EQ(out[0].crashed, 2U);
+  EXPECT_EQ(out[0].evaluated, 6U);
+  EXPECT_EQ(out[0].failed, 5U);
+  EXPECT_EQ(out[0].crashed, 3U);
   EXPECT_EQ(out[0].timed_out, 1U);
   EXPECT_EQ(out[0].best_config, "fault=0");
 
   const auto t = trials(1);
-  ASSERT_EQ(t.size(), 5U);
+  ASSERT_EQ(t.size(), 6U);
   EXPECT_EQ(t.at(cfg(0)).first, "ok");
   EXPECT_EQ(t.at(cfg(1)).first, "crashed");
   // "killed by signal 11"; under AddressSanitizer, whose handler reports and exits, "exited".
@@ -152,6 +156,11 @@ TEST_F(IsolatedTrials, EveryInjectedFaultIsRecordedAndTheSweepCompletes) {
   EXPECT_NE(t.at(cfg(2)).second.find("2 s"), std::string::npos) << t.at(cfg(2)).second;
   EXPECT_EQ(t.at(cfg(3)).first, "incorrect");
   EXPECT_EQ(t.at(cfg(4)).first, "crashed");
+  // The worker that declared itself unusable was replaced: the finals after it ran.
+  EXPECT_EQ(t.at(cfg(5)).first, "crashed");
+  EXPECT_NE(t.at(cfg(5)).second.find("could run no more trials: test: the device is gone"),
+            std::string::npos)
+      << t.at(cfg(5)).second;
 
   ka::db::Connection db((dir_ / "ka.db").string());
   auto rec = db.prepare("SELECT config FROM recommendations WHERE kernel = 'fault_injection_relu'");
@@ -167,18 +176,18 @@ TEST_F(IsolatedTrials, ResumeKeepsFailuresAndRetryFailedRunsThemAgain) {
   (void)ka::tuner::tune(options());
   const auto resumed = ka::tuner::tune(options());
   EXPECT_EQ(resumed[0].evaluated, 0U);
-  EXPECT_EQ(resumed[0].reused, 5U);
+  EXPECT_EQ(resumed[0].reused, 6U);
   EXPECT_EQ(resumed[0].best_config, "fault=0");  // the finals start a worker of their own
 
   auto retry = options();
   retry.retry_failed = true;
   const auto retried = ka::tuner::tune(retry);
   EXPECT_EQ(retried[0].reused, 2U);  // ok and incorrect: not failures of the run itself
-  EXPECT_EQ(retried[0].evaluated, 3U);
-  EXPECT_EQ(retried[0].crashed, 2U);
+  EXPECT_EQ(retried[0].evaluated, 4U);
+  EXPECT_EQ(retried[0].crashed, 3U);
   EXPECT_EQ(retried[0].timed_out, 1U);
   const auto t = trials(3);
-  ASSERT_EQ(t.size(), 3U);
+  ASSERT_EQ(t.size(), 4U);
   EXPECT_EQ(t.at(cfg(1)).first, "crashed");
   EXPECT_EQ(t.at(cfg(2)).first, "timeout");
   EXPECT_EQ(t.at(cfg(4)).first, "crashed");

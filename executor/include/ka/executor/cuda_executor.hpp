@@ -19,6 +19,12 @@ bool cuda_device_available(std::string* why = nullptr);
 /// without CUDA.
 void cuda_stream_synchronize(void* stream, const std::string& what);
 
+/// Empty when this process's CUDA context is usable; else why not: a sticky error (an illegal
+/// address, a kernel trap, ...) after which every CUDA call of the process fails, so the
+/// process must end. Waits for all work on the current device; an error that a second wait
+/// no longer reports was not sticky and is cleared. Empty too without CUDA.
+std::string cuda_context_error();
+
 /// The CUDA executor (DESIGN.md §5): each task's `cuda_launch(stream)` enqueues its kernel on
 /// one of `streams` streams round-robin; a task whose MemRanges conflict with an unfinished
 /// earlier task's waits for that task's completion event (cudaStreamWaitEvent), so

@@ -1,6 +1,8 @@
 // The worker side of ka-tune's isolated trials (Note [Isolated trials], tuner/src/trial_worker.cpp).
 #pragma once
 
+#include <string>
+
 namespace ka::tuner {
 
 /// Call first thing in main() of any program that runs tune() with isolated trials (ka-tune,
@@ -12,5 +14,12 @@ void serve_trial_worker_if_asked();
 
 /// Whether serve_trial_worker_if_asked() has been called in this process.
 bool serves_trial_workers() noexcept;
+
+/// Says that this process can run no more trials it could trust (a kernel left its state
+/// corrupt, a device context was lost): in a trial worker the trial under way is recorded as
+/// 'crashed' with `why`, and the worker is replaced before the next one. A worker on a CUDA
+/// device also checks its context after every request (a sticky error is detected without
+/// this call). In any other process it only logs `why` as a warning.
+void mark_trial_worker_unusable(const std::string& why);
 
 }  // namespace ka::tuner
