@@ -106,10 +106,14 @@ std::uint64_t shape_tensor_bytes(const std::string& op, const std::vector<std::i
 
 namespace {
 
-ShapeCall make_call(const std::string& op, const std::string& shape) {
+// `shape`'s call with inputs uniform in [-1, 1), or zeros when `values` is false (a process
+// that only needs the call's shape: drawing them costs a tenth of a second per 64 MB).
+ShapeCall make_call(const std::string& op, const std::string& shape, bool values) {
   const auto d = parse_dims(op, shape);
   ShapeCall c;
-  auto uniform = [](c10::IntArrayRef sizes) { return at::rand(sizes) * 2 - 1; };
+  auto uniform = [values](c10::IntArrayRef sizes) {
+    return values ? at::rand(sizes) * 2 - 1 : at::zeros(sizes);
+  };
   if (op == "aten::mm" || op == "aten::addmm") {
     const at::Tensor a = uniform({d[0], d[1]});
     const at::Tensor b = uniform({d[1], d[2]});
@@ -209,11 +213,11 @@ void set_timing(TrialOutcome& out, const profiler::Measurement& m) {
 
 }  // namespace
 
-ShapeTrials::ShapeTrials(const TuneOptions& o, std::size_t index, bool with_reference)
+ShapeTrials::ShapeTrials(const TuneOptions& o, std::size_t index, Use use)
     : o_(o), ex_(extractor::Extractor::global()), handle_(ex_.resolve(o.op)) {
   at::manual_seed(static_cast<std::uint64_t>(index) + o.seed);
-  ShapeCall c = make_call(o.op, o.shapes.at(index));
-  if (with_reference) reference_ = c.reference();
+  ShapeCall c = make_call(o.op, o.shapes.at(index), use == Use::kTrials);
+  if (use == Use::kTrials) reference_ = c.reference();
   move_args(c, o.device);
   args_ = std::move(c.args);
   k_ = c.k;

@@ -48,13 +48,15 @@ struct Finals {
 };
 
 /// Shape `index` of `o` built in this process: inputs drawn from the seed for that index (the
-/// same in every process), placed on the device, with libtorch's result when `with_reference`.
+/// same in every process), placed on the device, with libtorch's result (Use::kTrials); or,
+/// for a supervisor that never runs the call (Use::kShapeOnly), zero inputs and no reference.
 ///
-///   ShapeTrials t(options, 0, true);
+///   ShapeTrials t(options, 0, ShapeTrials::Use::kTrials);
 ///   TrialOutcome r = t.run_trial(point);
 class ShapeTrials {
  public:
-  ShapeTrials(const TuneOptions& o, std::size_t index, bool with_reference);
+  enum class Use { kTrials, kShapeOnly };
+  ShapeTrials(const TuneOptions& o, std::size_t index, Use use);
 
   /// The call prepared with the kernel's default configuration.
   [[nodiscard]] const extractor::PreparedCall& base() const noexcept { return *base_; }

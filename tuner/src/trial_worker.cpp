@@ -190,7 +190,7 @@ Frame answer(const TuneOptions& o, const Frame& request,
   if (kind == "shape") {
     shape.reset();
     shape = std::make_unique<detail::ShapeTrials>(
-        o, static_cast<std::size_t>(to_int(request.at(1))), /*with_reference=*/true);
+        o, static_cast<std::size_t>(to_int(request.at(1))), detail::ShapeTrials::Use::kTrials);
     return {"ready", num(shape->time_default_call())};
   }
   KA_CHECK_TYPE(IoError, shape != nullptr, "trial worker: '", kind, "' before any shape");
@@ -317,10 +317,10 @@ class WorkerTrials final : public detail::TrialRunner {
                   "ka::tuner::serve_trial_worker_if_asked() first");
   }
 
+  // The worker (if any) builds the new shape when it is next asked for a trial: it stays.
   void begin_shape(std::size_t index, const detail::ShapeTrials&) override {
     shape_ = {"shape", std::to_string(index)};
     shape_name_ = o_.shapes.at(index);
-    worker_.reset();
   }
 
   detail::TrialOutcome run_trial(const LaunchConfig& point) override {
@@ -352,21 +352,26 @@ class WorkerTrials final : public detail::TrialRunner {
   }
 
  private:
-  // The worker, started and given the options and the current shape when there is none.
+  // The worker, holding the current shape: started and given the options when there is none,
+  // asked to build the shape when it holds another.
   WorkerProcess& ready_worker() {
-    if (worker_) return *worker_;
-    auto w = std::make_unique<WorkerProcess>();
-    w->tell(options_);
+    if (worker_ && worker_shape_ == shape_) return *worker_;
+    if (!worker_) {
+      worker_ = std::make_unique<WorkerProcess>();
+      worker_shape_.clear();
+      worker_->tell(options_);
+    }
     try {
-      const Frame ready = checked(w->request(shape_, kShapeDeadlineS));
+      const Frame ready = checked(worker_->request(shape_, kShapeDeadlineS));
       KA_CHECK_TYPE(IoError, ready.size() == 2 && ready[0] == "ready",
                     "trial worker: bad reply to a shape");
       deadline_s_ = trial_deadline_s(o_, to_double(ready[1]));
     } catch (const WorkerLost& lost) {
+      worker_.reset();
       KA_THROW(Error, "shape ", shape_name_, ": the trial worker could not build it: ",
                lost.reason);
     }
-    worker_ = std::move(w);
+    worker_shape_ = shape_;
     return *worker_;
   }
 
@@ -384,6 +389,7 @@ class WorkerTrials final : public detail::TrialRunner {
   std::string shape_name_;
   double deadline_s_ = 0.0;
   std::unique_ptr<WorkerProcess> worker_;
+  Frame worker_shape_;  // the "shape i" request worker_ last answered
 };
 
 class InProcessTrials final : public detail::TrialRunner {

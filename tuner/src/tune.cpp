@@ -290,7 +290,8 @@ ShapeTuner::ShapeTuner(TuneRun& run, std::size_t index)
     : run_(run),
       o_(run.options),
       index_(index),
-      local_(o_, index, /*with_reference=*/!o_.isolate),
+      local_(o_, index,
+             o_.isolate ? detail::ShapeTrials::Use::kShapeOnly : detail::ShapeTrials::Use::kTrials),
       kernel_(local_.base().kernel()),
       space_(threads_at_most(kernel_.space, o_.threads)) {
   KA_CHECK(space_.size() > 0, kernel_.name, " has no valid configuration to sweep for ", o_.op,
