@@ -82,12 +82,7 @@ case "$case_name" in
     KA_TEST_STOP_AFTER_TRIALS=2 "$ka_tune" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     stopped=
-    for _ in $(seq 1 600); do
-      state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
-      [ "$state" = T ] && { stopped=1; break; }
-      [ -n "$state" ] || break
-      sleep 0.05
-    done
+    wait_until_stopped $pid && stopped=1
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     [ -n "$stopped" ] || fail "ka-tune never stopped after 2 trials"

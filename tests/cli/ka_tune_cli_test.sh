@@ -30,12 +30,7 @@ case "$case_name" in
     KA_TEST_STOP_AFTER_TRIALS=5 "$ka_tune" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     stopped=""
-    for _ in $(seq 1 1200); do
-      state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
-      [ "$state" = "T" ] && { stopped=1; break; }
-      [ -n "$state" ] || break  # gone: it finished or failed without stopping
-      sleep 0.05
-    done
+    wait_until_stopped $pid && stopped=1
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     [ -n "$stopped" ] || fail "ka-tune never stopped after 5 trials: $(cat "$tmp/err")"
@@ -56,13 +51,7 @@ case "$case_name" in
     args=(--op aten::addmm --shapes 48x64x80 --strategy exhaustive --budget 60 --db "$tmp/ka.db" --config-budget 0.05 --finalists 2 -q)
     KA_TEST_STOP_AFTER_TRIALS=3 "$ka_tune" "${args[@]}" >"$tmp/a.out" 2>"$tmp/a.err" &
     a=$!
-    for _ in $(seq 1 1200); do
-      state=$(awk '{print $3}' "/proc/$a/stat" 2>/dev/null)
-      [ "$state" = "T" ] && break
-      [ -n "$state" ] || break
-      sleep 0.05
-    done
-    [ "$(awk '{print $3}' "/proc/$a/stat" 2>/dev/null)" = "T" ] || fail "first ka-tune never stopped after 3 trials: $(cat "$tmp/a.err")"
+    wait_until_stopped $a || fail "first ka-tune never stopped after 3 trials: $(cat "$tmp/a.err")"
     "$ka_tune" "${args[@]}" >"$tmp/b.out" 2>"$tmp/b.err" &
     b=$!
     for _ in $(seq 1 1200); do
@@ -99,12 +88,7 @@ case "$case_name" in
       args=(--op aten::addmm --shapes 48x64x80 --strategy exhaustive --budget 60 --db "$tmp/sig.db" --config-budget 0.02 -q)
       KA_TEST_STOP_AFTER_TRIALS=3 "$ka_tune" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
       pid=$!
-      for _ in $(seq 1 1200); do
-        state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
-        [ "$state" = "T" ] && break
-        [ -n "$state" ] || break
-        sleep 0.05
-      done
+      wait_until_stopped $pid
       kill -s "$sig" $pid
       kill -s CONT $pid
       wait $pid
