@@ -94,9 +94,14 @@ const char* to_string(StopReason reason) noexcept {
 
 std::int64_t default_flush_bytes() {
   static const std::int64_t bytes = [] {
+    // Note [Flush size without a known L3]: a guest whose sysfs lists no caches still has an
+    // L3 (ka::cpu_fingerprint() leaves it 0 rather than trust the guest's CPUID). Twice the L2
+    // there would leave the callee's data in L3, and "cold" would mean L3-warm; 64 MiB covers
+    // the L3 that one core reaches on today's server parts (32 MiB per Zen CCD).
+    constexpr std::int64_t kUnknownL3Flush = std::int64_t{64} << 20;
     const DeviceFingerprint fp = cpu_fingerprint();
-    const std::int64_t llc = fp.l3_bytes > 0 ? fp.l3_bytes : fp.l2_bytes;
-    return llc > 0 ? 2 * llc : std::int64_t{64} << 20;
+    if (fp.l3_bytes > 0) return 2 * fp.l3_bytes;
+    return std::max(kUnknownL3Flush, 2 * fp.l2_bytes);
   }();
   return bytes;
 }

@@ -60,8 +60,8 @@ struct MeasureOptions {
   /// least min_sample_s (hot mode); cold mode always uses 1, since a flush precedes each call.
   int batch = 0;
   double min_sample_s = 50e-6;  ///< Target sample length when the batch is chosen automatically.
-  /// Bytes the cold-mode flush touches; 0 means twice the last-level cache (from
-  /// ka::cpu_fingerprint(), or 64 MiB when unknown).
+  /// Bytes the cold-mode flush touches; 0 means twice the L3 (from ka::cpu_fingerprint(), or
+  /// 64 MiB when unknown).
   std::int64_t flush_bytes = 0;
 };
 
@@ -145,7 +145,7 @@ class CudaEventTimer {
 /// cache). Thread-safe; the buffer is allocated once and reused. Returns the bytes touched.
 std::int64_t flush_caches(std::int64_t bytes = 0);
 
-/// Twice the last-level cache of this CPU in bytes (64 MiB when the cache size is unknown).
+/// Twice this CPU's L3 in bytes; 64 MiB (or twice the L2, if larger) when the L3 is unknown.
 std::int64_t default_flush_bytes();
 
 /// "12.3 us", "840 ns", "1.52 ms", "2.01 s": a duration with a unit that keeps 3 digits.
