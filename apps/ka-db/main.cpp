@@ -1,7 +1,8 @@
 // ka-db: look into a ka database and move its recommendation table between machines and builds:
-// show, export (SQLite table, C++ header, JSON), import, merge, diff.
+// show, export (SQLite table, C++ header, JSON), import, merge, diff, report (HTML).
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
+#include <ka/core/files.hpp>
 #include <ka/core/interrupt.hpp>
 #include <ka/core/option_checks.hpp>
 #include <ka/db/queries.hpp>
@@ -12,6 +13,7 @@
 #include <ka/db/table_ops.hpp>
 #include <ka/kernels/builtin.hpp>
 #include <ka/profiler/measure.hpp>
+#include <ka/report/html.hpp>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -360,6 +362,51 @@ int run_import(const ImportOptions& o) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// report
+
+struct ReportCommand {
+  std::string db = "ka.db";
+  std::string out = "report.html";
+  std::vector<std::int64_t> runs;
+  std::int64_t baseline = 0;
+  std::string heatmap_x;
+  std::string heatmap_y;
+  double threshold = 0.03;
+  std::size_t max_plots = 40;
+};
+
+int run_report(const ReportCommand& o) {
+  require_file(o.db, "database");
+  refuse_overwriting_input(o.db, o.out);
+  if (o.heatmap_x.empty() != o.heatmap_y.empty()) {
+    throw UsageError("--heatmap-x and --heatmap-y name the two tunables together; give both "
+                     "or neither");
+  }
+  Connection db = ka::db::open_for_reading(o.db);
+  KA_CHECK_TYPE(ka::DbError, db.user_version() >= 1, o.db, ": not a ka database (schema version 0)");
+  ka::report::ReportOptions options;
+  options.db_label = o.db;
+  options.runs = o.runs;
+  if (o.baseline > 0) options.baseline = o.baseline;
+  options.axes = {o.heatmap_x, o.heatmap_y};
+  options.threshold = o.threshold;
+  options.max_tuning_plots = o.max_plots;
+  ka::report::ReportCounts counts;
+  const std::string page = ka::report::render_report(db, options, counts);
+  ka::write_file_replacing(o.out, page);
+  std::printf("wrote %s (%.1f KiB, one self-contained file): %zu benchmark run(s) with %zu "
+              "case(s), %zu tuned shape(s)",
+              o.out.c_str(), static_cast<double>(page.size()) / 1024.0, counts.bench_runs,
+              counts.cases, counts.tuned_shapes);
+  if (options.baseline) {
+    std::printf(", %zu significant regression(s) against run %lld", counts.regressions,
+                static_cast<long long>(*options.baseline));
+  }
+  std::printf("\n");
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // merge / diff
 
 struct MergeOptions {
@@ -548,6 +595,38 @@ CLI::App* add_diff_command(CLI::App& app, DiffOptions& diff) {
   return diff_cmd;
 }
 
+// `ka-db report`: its options into `report`.
+CLI::App* add_report_command(CLI::App& app, ReportCommand& report) {
+  CLI::App* cmd = app.add_subcommand("report", "one self-contained HTML page of runs and tuning");
+  cmd->footer(
+      "Writes one HTML file (inline SVG and a little inline script; no network access) with "
+      "each selected run's machine, method and cases (ka against every reference, sortable), "
+      "a roofline under the run's measured FMA peak and bandwidth, speed-up bars with their "
+      "geometric mean, per (op, shape) tuning convergence and a heatmap over two tunables, and "
+      "with --baseline the cases whose change exceeds the threshold and the combined CI95.");
+  cmd->add_option("--db", report.db, "database to read")->capture_default_str();
+  cmd->add_option("--out", report.out, "HTML file to write (replaced)")->capture_default_str();
+  cmd->add_option("--run", report.runs,
+                  "runs to show (repeatable; default: the latest run with results, and the "
+                  "trials of every run)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--baseline", report.baseline, "run to compare the first shown run with")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--heatmap-x", report.heatmap_x,
+                  "tunable on the heatmaps' x axis (default: the two that explain most of the "
+                  "variance, per shape)");
+  cmd->add_option("--heatmap-y", report.heatmap_y, "tunable on the heatmaps' y axis");
+  cmd->add_option("--threshold", report.threshold,
+                  "smallest relative change a regression needs (0.03 = 3%)")
+      ->capture_default_str()
+      ->check(ka::apps::finite_number(true))
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--max-plots", report.max_plots, "tuned shapes drawn (the table lists all)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, std::size_t{100000}));
+  return cmd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -560,9 +639,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];
     if (name != "show" && name != "export" && name != "import" && name != "merge" &&
-        name != "diff") {
+        name != "diff" && name != "report") {
       return fail(2, "unknown subcommand '" + name +
-                         "' (expected show, export, import, merge or diff; see ka-db --help)");
+                         "' (expected show, export, import, merge, diff or report; see ka-db "
+                         "--help)");
     }
   }
 
@@ -576,6 +656,8 @@ int main(int argc, char** argv) {
   CLI::App* merge_cmd = add_merge_command(app, merge);
   DiffOptions diff;
   CLI::App* diff_cmd = add_diff_command(app, diff);
+  ReportCommand report;
+  CLI::App* report_cmd = add_report_command(app, report);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -608,6 +690,7 @@ int main(int argc, char** argv) {
     if (import_cmd->parsed()) return finished(run_import(imp));
     if (merge_cmd->parsed()) return finished(run_merge(merge));
     if (diff_cmd->parsed()) return finished(run_diff(diff));
+    if (report_cmd->parsed()) return finished(run_report(report));
     return fail(2, "no subcommand");
   } catch (const UsageError& e) {
     return fail(2, e.what());

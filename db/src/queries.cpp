@@ -112,4 +112,12 @@ std::vector<StoredTrial> list_trials(Connection& db, const TrialFilter& filter) 
   return read_rows(st, &stored_trial);
 }
 
+std::set<std::string> column_names(Connection& db, const std::string& table) {
+  std::set<std::string> names;
+  auto st = db.prepare("SELECT name FROM pragma_table_info(?)");
+  st.bind(1, table);
+  while (st.step()) names.insert(st.column_text(0));
+  return names;
+}
+
 }  // namespace ka::db

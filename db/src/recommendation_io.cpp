@@ -1,4 +1,5 @@
 #include <ka/core/error.hpp>
+#include <ka/core/files.hpp>
 #include <ka/core/logging.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/schema.hpp>
@@ -84,20 +85,6 @@ bool is_identifier(std::string_view s) {
     }
   }
   return true;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    KA_CHECK_TYPE(IoError, out.good(), "cannot write '", tmp, "'");
-    out << text;
-    out.close();
-    KA_CHECK_TYPE(IoError, !out.fail(), "cannot write '", tmp, "'");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  KA_CHECK_TYPE(IoError, !ec, "cannot write '", path, "': ", ec.message());
 }
 
 }  // namespace
@@ -235,7 +222,7 @@ void export_header(const RecommendationTable& table, const std::string& path,
       << (table.size() != 0 ? name + "_rows" : std::string("nullptr")) << ", " << name
       << "_size, fingerprint, current, " << name << "_device_json);\n}\n";
   if (!ns.empty()) out << "\n}  // namespace " << ns << "\n";
-  write_file(path, out.str());
+  write_file_replacing(path, out.str());
 }
 
 void export_json(const RecommendationTable& table, const std::string& path) {
@@ -263,7 +250,7 @@ void export_json(const RecommendationTable& table, const std::string& path) {
     rows.push_back(std::move(row));
   }
   doc["recommendations"] = std::move(rows);
-  write_file(path, doc.dump(2) + "\n");
+  write_file_replacing(path, doc.dump(2) + "\n");
 }
 
 std::size_t import_sqlite(const std::string& path, Connection& target, std::string_view fingerprint,

@@ -84,8 +84,8 @@ std::int64_t ResultsStore::begin_run(const RunInfo& info) {
       "INSERT INTO runs (started_at, status, tool, command_line, host, ka_version, git_sha, "
       "suite, device, fingerprint, fingerprint_json, threads, fma_peak_gflops, "
       "fma_peak_1t_gflops, libtorch_version, openblas_coretype, openblas_core, pid, pid_start, "
-      "host_boot) VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'running', ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "host_boot, copy_gbps, read_gbps, strategy) VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+      "'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   // The writer, so a later tool can tell a run whose process was killed (Note [Abandoned
   // runs] in run_liveness.cpp).
   const ProcessIdentity me = this_process();
@@ -107,7 +107,14 @@ std::int64_t ResultsStore::begin_run(const RunInfo& info) {
       .bind(16, me.pid)
       .bind(17, me.start_ticks)
       .bind(18, me.host_boot)
-      .run();
+      .bind(19, info.copy_gbps)
+      .bind(20, info.read_gbps);
+  if (info.strategy.empty()) {
+    st.bind_null(21);
+  } else {
+    st.bind(21, info.strategy);
+  }
+  st.run();
   const std::int64_t id = db_.last_insert_rowid();
   tx.commit();
   return id;
@@ -118,8 +125,9 @@ void ResultsStore::add_results(std::int64_t run_id, const std::vector<ResultRow>
   auto st = db_.prepare(
       "INSERT INTO results (run_id, suite, case_name, impl, benchmark_name, op, shape_key, m, n, "
       "k, dtype, kernel, kernel_version, config, disposition, error, max_abs_error, cache_state, "
-      "repetitions, iterations, median_ns, mean_ns, min_ns, max_ns, stddev_ns, gflops, pct_peak) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "repetitions, iterations, median_ns, mean_ns, min_ns, max_ns, stddev_ns, gflops, pct_peak, "
+      "flop, min_bytes) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   for (const ResultRow& r : rows) {
     st.reset();
     st.bind(1, run_id)
@@ -149,6 +157,8 @@ void ResultsStore::add_results(std::int64_t run_id, const std::vector<ResultRow>
         .bind(25, r.stddev_ns)
         .bind(26, r.gflops)
         .bind(27, r.pct_peak)
+        .bind(28, r.flop)
+        .bind(29, r.min_bytes)
         .run();
   }
   tx.commit();

@@ -1,4 +1,5 @@
 #include <ka/core/error.hpp>
+#include <ka/db/queries.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/schema.hpp>
 #include <ka/db/table_ops.hpp>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -73,6 +75,9 @@ const std::vector<Column> kRunColumns = {
     {"libtorch_version", Kind::kText},
     {"openblas_coretype", Kind::kText},
     {"openblas_core", Kind::kText},
+    {"copy_gbps", Kind::kReal},
+    {"read_gbps", Kind::kReal},
+    {"strategy", Kind::kText},
 };
 const std::vector<Column> kTrialColumns = {
     {"op", Kind::kText},          {"shape_key", Kind::kText},
@@ -111,11 +116,26 @@ const std::vector<Column> kResultColumns = {
     {"stddev_ns", Kind::kReal},
     {"gflops", Kind::kReal},
     {"pct_peak", Kind::kReal},
+    {"flop", Kind::kReal},
+    {"min_bytes", Kind::kReal},
 };
 
 std::string column_list(const std::vector<Column>& columns) {
   std::string out;
   for (const Column& c : columns) out += (out.empty() ? "" : ", ") + std::string(c.name);
+  return out;
+}
+
+// `columns` as a SELECT list over `table` of `source`: a column the source's (older) schema
+// lacks reads as NULL, as the migration that added it leaves older rows.
+std::string select_list(Connection& source, const std::string& table,
+                        const std::vector<Column>& columns) {
+  const std::set<std::string> present = column_names(source, table);
+  std::string out;
+  for (const Column& c : columns) {
+    out += out.empty() ? "" : ", ";
+    out += present.count(c.name) != 0 ? std::string(c.name) : "NULL";
+  }
   return out;
 }
 
@@ -184,7 +204,8 @@ void merge_devices(Connection& source, Connection& target, MergeCounts& counts) 
 std::map<std::int64_t, std::int64_t> merge_runs(Connection& source, Connection& target,
                                                 MergeCounts& counts) {
   std::map<std::int64_t, std::int64_t> ids;
-  auto read = source.prepare("SELECT id, " + column_list(kRunColumns) + " FROM runs ORDER BY id");
+  auto read = source.prepare("SELECT id, " + select_list(source, "runs", kRunColumns) +
+                             " FROM runs ORDER BY id");
   auto find = target.prepare(
       "SELECT id FROM runs WHERE started_at = ? AND host = ? AND tool = ? AND command_line = ? "
       "AND fingerprint = ?");
@@ -223,8 +244,8 @@ std::size_t merge_run_rows(Connection& source, Connection& target, const char* t
                            const std::vector<Column>& columns,
                            const std::map<std::int64_t, std::int64_t>& run_ids) {
   const std::string list = column_list(columns);
-  auto read =
-      source.prepare(std::string("SELECT run_id, ") + list + " FROM " + table + " ORDER BY id");
+  auto read = source.prepare("SELECT run_id, " + select_list(source, table, columns) + " FROM " +
+                             table + " ORDER BY id");
   auto insert =
       target.prepare(std::string("INSERT INTO ") + table + " (run_id, " + list + ") VALUES (" +
                      placeholders(columns.size() + 1) + ") ON CONFLICT DO NOTHING");

@@ -371,6 +371,9 @@ db::ResultRow make_row(const Session& s, const std::string& name, const Outcome&
       cs.disposition[o.variant] != Disposition::kFailed) {
     r.max_abs_error = cs.check[o.variant].max_abs_error;
   }
+  if (cs.flop > 0.0) r.flop = cs.flop;
+  const double min_bytes = info.min_bytes > 0.0 ? info.min_bytes : detail::min_bytes_of(cs.c);
+  if (min_bytes > 0.0) r.min_bytes = min_bytes;
   r.disposition = o.disposition;
   r.error = o.error;
   r.repetitions = static_cast<std::int64_t>(o.per_call_ns.size());
@@ -1421,6 +1424,8 @@ void begin_stored_run(Session& s, const RunSetting& run, const MachineProbes& m,
     info.fma_peak_gflops = m.peak.gflops;
     info.fma_peak_1t_gflops = m.peak1.gflops;
   }
+  if (m.copy.gbytes_per_s > 0.0) info.copy_gbps = m.copy.gbytes_per_s;
+  if (m.read.gbytes_per_s > 0.0) info.read_gbps = m.read.gbytes_per_s;
   info.libtorch_version = detail::libtorch_version();
   info.openblas_coretype = refs.blas.coretype_env;
   // The peers' versions and kernels ride in the same free-text column (no schema change):

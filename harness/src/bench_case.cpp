@@ -8,6 +8,7 @@
 #include "gemm_case.hpp"
 #include "graph_case.hpp"
 
+#include <ka/core/dtype.hpp>
 #include <ka/core/error.hpp>
 
 #include <fmt/format.h>
@@ -45,6 +46,14 @@ std::string keep_freed_memory() {
 double flop_of(const SuiteCase& c) {
   if (c.is_graph()) return 0.0;
   return 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+}
+
+double min_bytes_of(const SuiteCase& c) {
+  if (c.is_graph()) return 0.0;
+  const auto m = static_cast<double>(c.m);
+  const auto n = static_cast<double>(c.n);
+  const auto k = static_cast<double>(c.k);
+  return static_cast<double>(element_size(parse_dtype(c.dtype))) * (m * k + k * n + m * n);
 }
 
 std::unique_ptr<BenchCase> make_bench_case(const SuiteCase& c, std::uint64_t seed,

@@ -72,7 +72,7 @@ case "$case_name" in
     failed=0
     for i in "${!pids[@]}"; do wait "${pids[$i]}" || { failed=$((failed + 1)); cat "$tmp/err.$((i + 1))"; }; done
     [ $failed -eq 0 ] || fail "$failed of 16 concurrent imports into a new database failed"
-    [ "$(q "$tmp/new.db" "PRAGMA user_version")" = 5 ] || fail "schema version $(q "$tmp/new.db" "PRAGMA user_version"), expected 5"
+    [ "$(q "$tmp/new.db" "PRAGMA user_version")" = 6 ] || fail "schema version $(q "$tmp/new.db" "PRAGMA user_version"), expected 6"
     [ "$(q "$tmp/new.db" "SELECT count(*) FROM recommendations")" = 2 ] || fail "rows"
     [ "$(q "$tmp/new.db" "PRAGMA integrity_check")" = ok ] || fail "integrity"
     ;;

@@ -221,6 +221,7 @@ struct TuneRun {
     store.record_device(fp);
     db::RunInfo info = db::run_info(fp, "ka-tune", o.command_line);
     info.suite = "";
+    info.strategy = o.strategy;
     id = store.begin_run(info);
   }
 

@@ -2,6 +2,7 @@
 #include <ka/core/shape_key.hpp>
 #include <ka/db/recommendation_io.hpp>
 #include <ka/db/results_store.hpp>
+#include <ka/db/schema.hpp>
 #include <ka/db/table_ops.hpp>
 
 #include <gtest/gtest.h>
@@ -181,6 +182,31 @@ TEST_F(TableOpsTest, MergingTwiceChangesNothing) {
   EXPECT_EQ(again.trials, 0u);
   EXPECT_EQ(count(target, "SELECT count(*) FROM runs"), 1);
   EXPECT_EQ(count(target, "SELECT count(*) FROM trials"), 2);
+}
+
+TEST_F(TableOpsTest, MergeReadsSourcesOfAnOlderSchema) {
+  // A schema-5 database lacks the columns step 6 added (runs.copy_gbps, results.flop, ...):
+  // they merge as NULL, the rest as stored.
+  {
+    Connection old(path("v5.db"));
+    detail::migrate_to(old, 5);
+    old.exec(
+        "INSERT INTO runs (started_at, status, tool, command_line, host, ka_version, git_sha, "
+        "device, fingerprint, fingerprint_json, threads) VALUES ('2026-01-01T00:00:00Z', "
+        "'complete', 'ka-bench', 'ka-bench', 'old-box', '0', 'abc', 'cpu', 'cpu|x', '{}', 2)");
+    old.exec(
+        "INSERT INTO results (run_id, suite, case_name, impl, benchmark_name, op, shape_key, "
+        "dtype, disposition, median_ns) VALUES (1, 's', 'c', 'ka', 's/c/ka', 'aten::mm', 'k', "
+        "'float32', 'ok', 10.0)");
+  }
+  Connection target(path("merged.db"));
+  const MergeCounts c = merge_databases(target, {path("v5.db")});
+  EXPECT_EQ(c.runs, 1u);
+  EXPECT_EQ(c.results, 1u);
+  EXPECT_EQ(count(target, "SELECT threads FROM runs WHERE host = 'old-box'"), 2);
+  EXPECT_EQ(count(target, "SELECT count(*) FROM runs WHERE copy_gbps IS NULL AND strategy IS NULL"),
+            1);
+  EXPECT_EQ(count(target, "SELECT count(*) FROM results WHERE flop IS NULL AND median_ns = 10"), 1);
 }
 
 TEST_F(TableOpsTest, MergeIsAllOrNothing) {

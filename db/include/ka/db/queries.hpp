@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,5 +78,9 @@ struct StoredTrial {
 /// The trials of `db` (schema 2 or later) that `filter` selects, by shape key and kernel,
 /// fastest first, trials without a median last.
 std::vector<StoredTrial> list_trials(Connection& db, const TrialFilter& filter);
+
+/// The names of the columns `table` has in `db` (none when there is no such table): lets a
+/// reader of older schemas read a column a later migration added as NULL.
+std::set<std::string> column_names(Connection& db, const std::string& table);
 
 }  // namespace ka::db

@@ -41,6 +41,9 @@ struct RunInfo {
   std::string libtorch_version;
   std::string openblas_coretype;
   std::string openblas_core;
+  std::optional<double> copy_gbps;  ///< STREAM-copy bandwidth probed for the run, GB/s.
+  std::optional<double> read_gbps;  ///< Streaming-read bandwidth probed for the run, GB/s.
+  std::string strategy;             ///< ka-tune's search strategy; empty: none (stored NULL).
 };
 
 /// A RunInfo for `tool` on this machine's CPU: host name, ka's version and git sha, device
@@ -78,6 +81,8 @@ struct ResultRow {
   std::optional<double> stddev_ns;
   std::optional<double> gflops;
   std::optional<double> pct_peak;
+  std::optional<double> flop;       ///< Floating-point operations of one call.
+  std::optional<double> min_bytes;  ///< Bytes one call must read and write at least.
 };
 
 /// One row of `trials`: one configuration of one kernel measured on one shape in a sweep.

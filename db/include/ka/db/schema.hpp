@@ -9,7 +9,7 @@
 namespace ka::db {
 
 /// The schema version this build writes.
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 /// Makes `db` ready for writing: checks it (check_database()) unless it is new and empty,
 /// switches it to WAL mode, brings it to kSchemaVersion in one BEGIN IMMEDIATE transaction

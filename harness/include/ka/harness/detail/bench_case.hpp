@@ -138,6 +138,10 @@ std::string tolerance_text(const SuiteCase& c);
 /// Floating-point operations of one call of `c` (2MNK for GEMMs; 0 when not counted).
 double flop_of(const SuiteCase& c);
 
+/// The fewest bytes one call of op case `c` must move: A, B and C once each (MK + KN + MN
+/// elements). 0 for graph cases, whose VariantInfo::min_bytes is known once they are checked.
+double min_bytes_of(const SuiteCase& c);
+
 /// Keeps freed memory in the process (glibc: no mmap for large blocks, no trimming), as
 /// jemalloc or tcmalloc setups do, so graph cases that allocate 64 MiB outputs per call do not
 /// page-fault them in every time, for ka and libtorch alike. Returns what was done, for the
