@@ -254,6 +254,9 @@ int run_tune(Args& a) {
   }
   if (o.shapes.empty()) return fail(2, "give --shapes or --suite");
   print_outcomes(a, ka::tuner::tune(o));
+  std::printf("see it: ka-db report --db %s --out report.html (convergence and a heatmap of "
+              "the tunables per shape, one HTML file)\n",
+              o.db_path.c_str());
   return 0;
 }
 

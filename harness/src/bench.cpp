@@ -1513,6 +1513,9 @@ int finish_run(Session& s, std::size_t ran, std::FILE* out) {
     fmt::print(out, "stored {} benchmark results in {} (run {}{})\n", s.rows_stored,
                s.options.db_path, s.run_id,
                signal_number != 0 ? ", marked failed: interrupted" : "");
+    fmt::print(out, "see it: ka-db report --db {} --run {} --out report.html (roofline, "
+                    "speed-ups and the cases, one HTML file)\n",
+               s.options.db_path, s.run_id);
   }
   if (signal_number != 0) {
     fmt::print(stderr, "ka-bench: interrupted by signal {}; the results measured so far are "

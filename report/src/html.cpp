@@ -30,7 +30,8 @@ th:first-child, td:first-child, td.text, th.text { text-align: left; }
 table.sortable th { cursor: pointer; user-select: none; } table.sortable th:hover { background: #f0f0f0; }
 td.low, tr.low td { background: #fde8e8; } td.bad { color: #a33; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
-dl.facts dt { color: #555; } dl.facts dd { margin: 0; font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
+dl.facts dt { color: #555; } td.config { font: 12px ui-monospace, monospace; max-width: 360px; text-align: left; }
+dl.facts dd { margin: 0; font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
 details { margin: 4px 0 16px; } summary { cursor: pointer; color: #345; }
 figure { margin: 12px 0; } svg { max-width: 100%; height: auto; }
 )css";
@@ -200,8 +201,8 @@ std::vector<Line> roofs(const RunOverview& r, double lo_intensity, double hi_int
   if (compute && mem) {
     // Bandwidth (GB/s) x intensity (FLOP/byte) = GFLOP/s, up to the ridge, then flat.
     const double ridge = *r.fma_peak_gflops / mem->first;
-    Line roof{fmt::format("roof: {:.0f} GFLOP/s FMA, {:.1f} GB/s {}", *r.fma_peak_gflops,
-                          mem->first, mem->second),
+    Line roof{fmt::format("roof: {:.0f} GFLOP/s, {:.1f} GB/s {}", *r.fma_peak_gflops, mem->first,
+                          mem->second),
               {}};
     roof.points.emplace_back(lo, mem->first * lo);
     if (ridge > lo && ridge < hi) roof.points.emplace_back(ridge, *r.fma_peak_gflops);
@@ -316,10 +317,9 @@ std::string heatmap_plot(const TuningShape& t, std::size_t index) {
   const TuningHeatmap& h = *t.heatmap;
   Heatmap m;
   m.id = "heatmap-" + std::to_string(index);
-  m.title = fmt::format("Median time over {} and {}, {}", h.x_param, h.y_param,
-                        h.slice == HeatmapSlice::kAtWinner
-                            ? "the other tunables at the winner's values"
-                            : "the best over the other tunables");
+  m.title = fmt::format("Median µs over {} and {}, {}", h.x_param, h.y_param,
+                        h.slice == HeatmapSlice::kAtWinner ? "the others at the winner's values"
+                                                           : "the best over the others");
   m.x_label = h.x_param;
   m.y_label = h.y_param;
   m.value_label = "median µs";
@@ -354,7 +354,7 @@ std::string tuning_table(const std::vector<TuningShape>& shapes) {
            number_cell(static_cast<double>(t.trials), "{:.0f}") +
            number_cell(static_cast<double>(t.ok), "{:.0f}") +
            number_cell(static_cast<double>(t.traces.size()), "{:.0f}") +
-           text_cell(t.winner_config.empty() ? "no recommendation" : t.winner_config) +
+           text_cell(t.winner_config.empty() ? "no recommendation" : t.winner_config, "config") +
            number_cell(t.winner_median_ns ? std::optional<double>(*t.winner_median_ns / 1e3)
                                           : std::nullopt,
                        "{:.2f}") +
@@ -363,12 +363,18 @@ std::string tuning_table(const std::vector<TuningShape>& shapes) {
   return out + "</tbody></table>\n";
 }
 
-std::string tuning_section(const std::vector<TuningShape>& shapes, std::size_t max_plots) {
+std::string tuning_section(const std::vector<TuningShape>& shapes,
+                           const std::vector<std::int64_t>& runs, std::size_t max_plots) {
   std::string out = "<h2 id=\"tuning-section\">Tuning</h2>";
-  if (shapes.empty()) return out + "<p class=\"muted\">No trials in the selected runs.</p>";
-  out += fmt::format("<p>{} (op, shape, kernel) tuned. The gain is the default configuration's "
+  if (shapes.empty()) return out + "<p class=\"muted\">No trials in this database.</p>";
+  std::string which = "every run";
+  if (!runs.empty()) {
+    which = "run";
+    for (const std::int64_t id : runs) which += " " + std::to_string(id);
+  }
+  out += fmt::format("<p>Trials of {}: {} (op, shape, kernel) tuned. The gain is the default configuration's "
                      "time over the winner's, the median of paired final rounds.</p>",
-                     shapes.size());
+                     which, shapes.size());
   out += tuning_table(shapes);
   for (std::size_t i = 0; i < shapes.size() && i < max_plots; ++i) {
     const TuningShape& t = shapes[i];
@@ -458,6 +464,19 @@ std::string models_section(const std::vector<BenchRun>& runs) {
                      graphs);
 }
 
+// The selected runs that made trials; none (every run's trials) when no selected run did, so
+// that --run of a benchmark run still shows the tuning behind its tables.
+std::vector<std::int64_t> runs_with_trials(const std::vector<RunOverview>& all,
+                                           const std::vector<std::int64_t>& selected) {
+  std::vector<std::int64_t> out;
+  for (const RunOverview& r : all) {
+    if (r.trials > 0 && std::find(selected.begin(), selected.end(), r.id) != selected.end()) {
+      out.push_back(r.id);
+    }
+  }
+  return out;
+}
+
 std::vector<std::int64_t> bench_run_ids(db::Connection& db, const ReportOptions& o) {
   const std::vector<std::int64_t> with_results = runs_with_results(db);
   if (o.runs.empty()) {
@@ -524,7 +543,8 @@ std::string render_report(db::Connection& db, const ReportOptions& o, ReportCoun
   check_requested_runs(all, o, o.db_label);
   std::vector<BenchRun> bench;
   for (const std::int64_t id : bench_run_ids(db, o)) bench.push_back(load_bench_run(db, id));
-  const std::vector<TuningShape> tuning = load_tuning(db, o.runs, o.axes);
+  const std::vector<std::int64_t> tuning_runs = runs_with_trials(all, o.runs);
+  const std::vector<TuningShape> tuning = load_tuning(db, tuning_runs, o.axes);
 
   std::string page = page_head(o);
   page += "<nav><a href=\"#runs\">runs</a>";
@@ -540,7 +560,7 @@ std::string render_report(db::Connection& db, const ReportOptions& o, ReportCoun
     counts.cases += b.cases.size();
   }
   counts.bench_runs = bench.size();
-  page += tuning_section(tuning, o.max_tuning_plots);
+  page += tuning_section(tuning, tuning_runs, o.max_tuning_plots);
   counts.tuned_shapes = tuning.size();
   page += models_section(bench);
   if (o.baseline) {

@@ -364,7 +364,7 @@ void draw_roofs(std::string& out, const ScatterPlot& p, const Scale& x, const Sc
     if (!line.name.empty()) {
       // Above the end, right-aligned: clear of a roof that continues to the right.
       put_text(out, pixels.back().first - 4, pixels.back().second - 6, "end",
-               truncate_glyphs(line.name, 24), "roof-label");
+               truncate_glyphs(line.name, 48), "roof-label");
     }
   }
 }
@@ -505,7 +505,8 @@ Frame heatmap_frame(const Heatmap& h, const Grid& g) {
   const double left = 40 + kCharWidthPx * as_double(max_glyphs(h.y_values, 16));
   const double plot_w = g.cell_w * as_double(g.nx);
   const double plot_h = std::max(g.cell_h * as_double(g.ny), 80.0);
-  const double width = std::max(left + plot_w + 120, 360.0);
+  // Wide enough for the title, however few the columns.
+  const double width = std::max({left + plot_w + 120, 360.0, text_width(h.title) * 1.15 + 40});
   const double height = 56 + plot_h + 60;
   return {width, height, left, 56, left + plot_w, 56 + g.cell_h * as_double(g.ny)};
 }
