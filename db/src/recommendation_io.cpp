@@ -114,13 +114,15 @@ void put_recommendations(Connection& db, const std::vector<Recommendation>& rows
   auto insert = db.prepare(
       std::string("INSERT INTO recommendations (fingerprint, op, shape_key, kernel, "
                   "kernel_version, config, fusion, median_ns, gain_over_default, source_run, "
-                  "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(nullif(?, ''), ") +
+                  "created_at, default_median_ns, gain_low, gain_high) VALUES (?, ?, ?, ?, ?, ?, "
+                  "?, ?, ?, ?, coalesce(nullif(?, ''), ") +
       kNow +
-      ")) ON CONFLICT (fingerprint, op, shape_key, kernel) DO UPDATE SET "
+      "), ?, ?, ?) ON CONFLICT (fingerprint, op, shape_key, kernel) DO UPDATE SET "
       "kernel_version = excluded.kernel_version, config = excluded.config, "
       "fusion = excluded.fusion, median_ns = excluded.median_ns, "
       "gain_over_default = excluded.gain_over_default, source_run = excluded.source_run, "
-      "created_at = excluded.created_at");
+      "created_at = excluded.created_at, default_median_ns = excluded.default_median_ns, "
+      "gain_low = excluded.gain_low, gain_high = excluded.gain_high");
   for (const Recommendation& r : rows) {
     device.reset();
     device.bind(1, r.fingerprint).run();
@@ -133,7 +135,10 @@ void put_recommendations(Connection& db, const std::vector<Recommendation>& rows
         .bind(6, r.config.str())
         .bind(8, known(r.median_ns))
         .bind(9, known(r.gain_over_default))
-        .bind(11, r.created_at);
+        .bind(11, r.created_at)
+        .bind(12, known(r.default_median_ns))
+        .bind(13, known(r.gain_low))
+        .bind(14, known(r.gain_high));
     if (r.fusion.has_value()) {
       insert.bind(7, *r.fusion);
     } else {

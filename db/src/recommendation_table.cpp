@@ -1,5 +1,6 @@
 #include <ka/core/error.hpp>
 #include <ka/core/logging.hpp>
+#include <ka/db/queries.hpp>
 #include <ka/db/recommendation_table.hpp>
 #include <ka/db/schema.hpp>
 #include <ka/db/sqlite.hpp>
@@ -10,7 +11,9 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -221,9 +224,20 @@ std::string row_problem(const Statement& st) {
 
 std::vector<Recommendation> read_recommendations(Connection& db) {
   std::vector<Recommendation> rows;
+  // Schema 6 added the default's time and the gain's interval; older files read them as NULL.
+  const std::set<std::string> columns = column_names(db, "recommendations");
+  const auto column = [&](const char* name) {
+    return columns.count(name) != 0 ? std::string(name) : std::string("NULL");
+  };
   auto st = db.prepare(
       "SELECT id, fingerprint, op, shape_key, kernel, kernel_version, config, fusion, median_ns, "
-      "gain_over_default, source_run, created_at FROM recommendations ORDER BY id");
+      "gain_over_default, source_run, created_at, " + column("default_median_ns") + ", " +
+      column("gain_low") + ", " + column("gain_high") + " FROM recommendations ORDER BY id");
+  // A number, or NaN for NULL and anything else: these columns only inform reports.
+  const auto number = [&](int index) {
+    return st.column_is_number(index) ? st.column_double(index)
+                                      : std::numeric_limits<double>::quiet_NaN();
+  };
   while (st.step()) {
     const std::string problem = row_problem(st);
     KA_CHECK_TYPE(DbError, problem.empty(), db.path(), ": recommendations row ",
@@ -244,6 +258,9 @@ std::vector<Recommendation> read_recommendations(Connection& db) {
     if (!st.column_is_null(9)) r.gain_over_default = st.column_double(9);
     if (!st.column_is_null(10)) r.source_run = st.column_int64(10);
     r.created_at = st.column_text(11);
+    r.default_median_ns = number(12);
+    r.gain_low = number(13);
+    r.gain_high = number(14);
     rows.push_back(std::move(r));
   }
   return rows;

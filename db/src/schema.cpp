@@ -255,14 +255,17 @@ CREATE INDEX trial_claims_by_run ON trial_claims (run_id);
 )sql",
     // 5 -> 6: what ka-db report draws with. A run's memory roofs (the bandwidths ka-bench
     // probed before its first case) and a sweep's strategy; a result's FLOPs and the fewest
-    // bytes the case must move (its arithmetic intensity). NULL where not measured or known,
-    // as in every older row.
+    // bytes the case must move (its arithmetic intensity); a recommendation's default time and
+    // the interval of its gain. NULL where not measured or known, as in every older row.
     R"sql(
 ALTER TABLE runs ADD COLUMN copy_gbps REAL;      -- STREAM-copy bandwidth, GB/s, at `threads`
 ALTER TABLE runs ADD COLUMN read_gbps REAL;      -- streaming-read bandwidth, GB/s, at `threads`
 ALTER TABLE runs ADD COLUMN strategy TEXT;       -- ka-tune's search strategy
 ALTER TABLE results ADD COLUMN flop REAL;        -- floating-point operations of one call
 ALTER TABLE results ADD COLUMN min_bytes REAL;   -- bytes one call must read and write at least
+ALTER TABLE recommendations ADD COLUMN default_median_ns REAL;  -- the default config's, in the finals
+ALTER TABLE recommendations ADD COLUMN gain_low REAL;   -- 95% interval of gain_over_default
+ALTER TABLE recommendations ADD COLUMN gain_high REAL;
 )sql",
 };
 

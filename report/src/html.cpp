@@ -337,8 +337,11 @@ std::string heatmap_plot(const TuningShape& t, std::size_t index) {
 std::string gain_text(const TuningShape& t) {
   if (!t.gain_over_default) return "-";
   std::string out = fmt::format("{:.2f}x", *t.gain_over_default);
-  if (t.winner_ci95_ns && t.winner_median_ns && *t.winner_median_ns > 0.0) {
-    out += fmt::format(" (winner's CI95 ±{:.1f}%)", *t.winner_ci95_ns / *t.winner_median_ns * 100.0);
+  if (t.gain_low && t.gain_high) {
+    out += fmt::format(" [{:.2f}, {:.2f}]", *t.gain_low, *t.gain_high);
+  } else if (t.winner_ci95_ns && t.winner_median_ns && *t.winner_median_ns > 0.0) {
+    out += fmt::format(" (winner's trial CI95 ±{:.1f}%)",
+                       *t.winner_ci95_ns / *t.winner_median_ns * 100.0);
   }
   return out;
 }
@@ -346,7 +349,8 @@ std::string gain_text(const TuningShape& t) {
 std::string tuning_table(const std::vector<TuningShape>& shapes) {
   std::string out = "<table class=\"sortable\" id=\"tuning\">" +
                     header_row({"op", "shape", "kernel", "trials", "ok", "runs", "winner config",
-                                "winner median µs", "gain over default"}) +
+                                "winner median µs", "default median µs",
+                                "gain over default [95% interval]"}) +
                     "<tbody>";
   for (const TuningShape& t : shapes) {
     out += "<tr>" + text_cell(t.op) + text_cell(t.shape_key) +
@@ -357,6 +361,9 @@ std::string tuning_table(const std::vector<TuningShape>& shapes) {
            text_cell(t.winner_config.empty() ? "no recommendation" : t.winner_config, "config") +
            number_cell(t.winner_median_ns ? std::optional<double>(*t.winner_median_ns / 1e3)
                                           : std::nullopt,
+                       "{:.2f}") +
+           number_cell(t.default_median_ns ? std::optional<double>(*t.default_median_ns / 1e3)
+                                           : std::nullopt,
                        "{:.2f}") +
            text_cell(gain_text(t), "") + "</tr>";
   }
@@ -373,7 +380,9 @@ std::string tuning_section(const std::vector<TuningShape>& shapes,
     for (const std::int64_t id : runs) which += " " + std::to_string(id);
   }
   out += fmt::format("<p>Trials of {}: {} (op, shape, kernel) tuned. The gain is the default configuration's "
-                     "time over the winner's, the median of paired final rounds.</p>",
+                     "time over the winner's, the median of paired final rounds, with the 95% "
+                     "interval of that median; a winner that did not beat the default in enough "
+                     "rounds is the default (gain 1).</p>",
                      which, shapes.size());
   out += tuning_table(shapes);
   for (std::size_t i = 0; i < shapes.size() && i < max_plots; ++i) {

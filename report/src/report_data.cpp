@@ -346,15 +346,21 @@ std::vector<TuningTrace> traces_of(db::Connection& db, const TuningShape& t,
 
 // The recommendation stored for `t` on its device, and the winner trial's interval.
 void read_winner(db::Connection& db, TuningShape& t, const std::string& run_filter) {
+  const std::set<std::string> cols = db::column_names(db, "recommendations");
   auto rec = db.prepare(
-      "SELECT config, median_ns, gain_over_default FROM recommendations WHERE fingerprint = ? "
-      "AND op = ? AND shape_key = ? AND kernel = ? AND kernel_version = ?");
+      "SELECT config, median_ns, gain_over_default, " + column_or_null(cols, "default_median_ns") +
+      ", " + column_or_null(cols, "gain_low") + ", " + column_or_null(cols, "gain_high") +
+      " FROM recommendations WHERE fingerprint = ? AND op = ? AND shape_key = ? AND kernel = ? "
+      "AND kernel_version = ?");
   rec.bind(1, t.fingerprint).bind(2, t.op).bind(3, t.shape_key).bind(4, t.kernel);
   rec.bind(5, t.kernel_version);
   if (!rec.step()) return;
   t.winner_config = rec.column_text(0);
   t.winner_median_ns = optional_real(rec, 1);
   t.gain_over_default = optional_real(rec, 2);
+  t.default_median_ns = optional_real(rec, 3);
+  t.gain_low = optional_real(rec, 4);
+  t.gain_high = optional_real(rec, 5);
   auto trial = db.prepare(
       "SELECT ci95_ns FROM trials WHERE op = ? AND shape_key = ? AND kernel = ? AND "
       "kernel_version = ? AND config = ? AND disposition = 'ok' AND ci95_ns IS NOT NULL" +

@@ -4,6 +4,8 @@
 #include <ka/tuner/paired_finals.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace ka::tuner {
@@ -17,12 +19,18 @@ std::size_t wins(const std::vector<FinalRound>& rounds, std::size_t a, std::size
   return n;
 }
 
+// The default's time / `candidate`'s time in each round, ascending.
+std::vector<double> sorted_ratios(const std::vector<FinalRound>& rounds, std::size_t candidate) {
+  std::vector<double> ratios;
+  for (const FinalRound& r : rounds) ratios.push_back(r[0] / r[candidate]);
+  std::sort(ratios.begin(), ratios.end());
+  return ratios;
+}
+
 // Median over rounds of the default's time / `candidate`'s time in the same round.
 double gain_over_default(const std::vector<FinalRound>& rounds, std::size_t candidate) {
   if (candidate == 0) return 1.0;
-  std::vector<double> ratios;
-  for (const FinalRound& r : rounds) ratios.push_back(r[0] / r[candidate]);
-  return profiler::summarize(ratios).median;
+  return profiler::summarize(sorted_ratios(rounds, candidate)).median;
 }
 
 }  // namespace
@@ -50,6 +58,11 @@ FinalsVerdict select_winner(const std::vector<FinalRound>& rounds, std::size_t m
     v.separated = false;
   }
   v.gain = gain[v.winner];
+  if (v.winner != 0) {
+    const profiler::MedianInterval ci = profiler::median_ci95(sorted_ratios(rounds, v.winner));
+    v.gain_low = std::isfinite(ci.low) ? ci.low : std::numeric_limits<double>::quiet_NaN();
+    v.gain_high = std::isfinite(ci.high) ? ci.high : std::numeric_limits<double>::quiet_NaN();
+  }
   return v;
 }
 

@@ -521,6 +521,9 @@ void ShapeTuner::recommend(const Finals& finals, const FinalsVerdict& verdict) {
   rec.config = chosen;
   rec.median_ns = out_.best_median_ns;
   rec.gain_over_default = out_.gain;
+  rec.default_median_ns = out_.default_median_ns;
+  rec.gain_low = verdict.gain_low;
+  rec.gain_high = verdict.gain_high;
   rec.source_run = run_.id;
   run_.store.put_recommendations({rec});
 }

@@ -345,7 +345,11 @@ TEST_F(RecommendationTableTest, LoadRefusesOldNewerAndMissingFiles) {
 }
 
 TEST_F(RecommendationTableTest, SqliteExportRoundTrips) {
-  const RecommendationTable table(kFp, rows(), kVersions, R"({"name":"Test CPU"})");
+  std::vector<Recommendation> input = rows();
+  input[0].default_median_ns = 123.5;  // what the tuner's finals knew of the default
+  input[0].gain_low = 1.1;
+  input[0].gain_high = 1.3;
+  const RecommendationTable table(kFp, input, kVersions, R"({"name":"Test CPU"})");
   const std::string out = path("table.ka.db");
   export_sqlite(table, out);
   export_sqlite(table, out);  // replaces, never appends
@@ -359,6 +363,12 @@ TEST_F(RecommendationTableTest, SqliteExportRoundTrips) {
     EXPECT_EQ(back.entries()[i].shape_key, table.entries()[i].shape_key);
     EXPECT_EQ(back.entries()[i].config, table.entries()[i].config);
     EXPECT_EQ(back.entries()[i].source_run, table.entries()[i].source_run);
+    for (const auto field : {&Recommendation::default_median_ns, &Recommendation::gain_low,
+                             &Recommendation::gain_high}) {
+      const double want = table.entries()[i].*field;
+      const double got = back.entries()[i].*field;
+      EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << got << " vs " << want;
+    }
   }
   expect_same_picks(back, table);
   Connection db(out, Connection::Mode::kReadOnly);

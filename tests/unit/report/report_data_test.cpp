@@ -126,6 +126,9 @@ class ReportDataTest : public ::testing::Test {
     rec.config = LaunchConfig::parse(config(4, 16, 1));
     rec.median_ns = model_ns(4, 16);
     rec.gain_over_default = 1.8;
+    rec.default_median_ns = model_ns(4, 16) * 1.8;
+    rec.gain_low = 1.7;
+    rec.gain_high = 1.9;
     rec.source_run = tune_;
     store.record_device(cpu_fingerprint());
     store.put_recommendations({rec});
@@ -194,6 +197,10 @@ TEST_F(ReportDataTest, TuningTracesAreBestSoFarInTrialOrder) {
   EXPECT_EQ(t.winner_config, config(4, 16, 1));
   ASSERT_TRUE(t.gain_over_default.has_value());
   EXPECT_DOUBLE_EQ(*t.gain_over_default, 1.8);
+  ASSERT_TRUE(t.gain_low.has_value() && t.gain_high.has_value() && t.default_median_ns);
+  EXPECT_DOUBLE_EQ(*t.gain_low, 1.7);
+  EXPECT_DOUBLE_EQ(*t.gain_high, 1.9);
+  EXPECT_DOUBLE_EQ(*t.default_median_ns, model_ns(4, 16) * 1.8);
   ASSERT_TRUE(t.winner_ci95_ns.has_value());
   EXPECT_DOUBLE_EQ(*t.winner_ci95_ns, model_ns(4, 16) * 0.02);
   // Only the bench run selected: no trials.
@@ -301,6 +308,7 @@ TEST_F(ReportDataTest, PageHasOneMarkPerDrawableRow) {
   EXPECT_EQ(count(bars, "class=\"mark"), 2U);
   EXPECT_EQ(count(bars, "class=\"mark bar low\""), 1U);
   EXPECT_NE(bars.find("geomean 1.00x"), std::string::npos);
+  EXPECT_NE(page.find("1.80x [1.70, 1.90]"), std::string::npos);
   // Tuning: one line per run, one cell per measured (tile_m, tile_n) at threads=1.
   EXPECT_EQ(count(plot(page, "tuning-0"), "class=\"mark"), 1U);
   EXPECT_EQ(count(plot(page, "heatmap-0"), "class=\"mark"), 6U);

@@ -40,6 +40,23 @@ TEST(PairedFinals, AClearWinReplacesTheDefaultAndIsSeparated) {
       verdict_is(rounds_of({constant(100), constant(80), constant(90)}), 1, 100.0 / 80, true));
 }
 
+TEST(PairedFinals, TheGainCarriesTheIntervalOfItsMedian) {
+  // Ratios 100/80 .. 100/87 over the 8 rounds: the interval brackets their median and lies
+  // within their range.
+  const FinalsVerdict v =
+      select_winner(rounds_of({constant(100), {80, 81, 82, 83, 84, 85, 86, 87}}));
+  ASSERT_EQ(v.winner, 1U);
+  EXPECT_LT(v.gain_low, v.gain);
+  EXPECT_GT(v.gain_high, v.gain);
+  EXPECT_GE(v.gain_low, 100.0 / 87);
+  EXPECT_LE(v.gain_high, 100.0 / 80);
+  // The default kept: gain 1 exactly.
+  const FinalsVerdict tie = select_winner(rounds_of({constant(100), constant(100)}));
+  EXPECT_EQ(tie.winner, 0U);
+  EXPECT_EQ(tie.gain_low, 1.0);
+  EXPECT_EQ(tie.gain_high, 1.0);
+}
+
 TEST(PairedFinals, SevenWinsOfEightAreEnough) {
   EXPECT_TRUE(verdict_is(rounds_of({constant(100), {95, 95, 95, 95, 95, 95, 95, 105}}), 1,
                          100.0 / 95, true));

@@ -41,6 +41,11 @@ struct Recommendation {
   std::optional<std::string> fusion;  ///< Measured fusion decision; nullopt when none.
   double median_ns = std::numeric_limits<double>::quiet_NaN();          ///< NaN when unknown.
   double gain_over_default = std::numeric_limits<double>::quiet_NaN();  ///< Default / this.
+  /// The default config's median where the gain was measured (the tuner's finals); NaN when
+  /// unknown. Kept by the database and its SQLite exports, not by headers or JSON.
+  double default_median_ns = std::numeric_limits<double>::quiet_NaN();
+  double gain_low = std::numeric_limits<double>::quiet_NaN();   ///< 95% interval of the gain,
+  double gain_high = std::numeric_limits<double>::quiet_NaN();  ///< NaN when unknown.
   std::optional<std::int64_t> source_run;  ///< runs.id in the database that tuned it.
   std::string created_at;                  ///< ISO 8601 UTC; empty = "now" when written.
 };

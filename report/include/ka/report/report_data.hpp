@@ -144,6 +144,9 @@ struct TuningShape {
   std::optional<double> winner_median_ns;
   std::optional<double> winner_ci95_ns;  ///< From the winner's trial, when it was one.
   std::optional<double> gain_over_default;
+  std::optional<double> default_median_ns;  ///< The default's, timed with the winner.
+  std::optional<double> gain_low;           ///< 95% interval of the gain (schema 6 and later).
+  std::optional<double> gain_high;
   std::optional<TuningHeatmap> heatmap;  ///< Unset with fewer than two varying tunables.
 };
 

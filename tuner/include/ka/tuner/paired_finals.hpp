@@ -31,6 +31,10 @@ using FinalRound = std::vector<double>;
 struct FinalsVerdict {
   std::size_t winner = 0;  ///< Index of the chosen candidate; 0 keeps the default.
   double gain = 1.0;       ///< Median over rounds of the default's time / the winner's (1 for it).
+  /// 95% interval of that median (profiler::median_ci95 over the rounds' ratios); NaN with
+  /// fewer than 6 rounds, [1, 1] when the default is kept.
+  double gain_low = 1.0;
+  double gain_high = 1.0;
   /// The winner was faster than the runner-up in at least `min_wins` rounds (true when it had
   /// none); false when the default was kept on a tie.
   bool separated = true;
