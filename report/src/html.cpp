@@ -119,10 +119,10 @@ std::string method_of(const BenchRun& run) {
 }
 
 std::string overview_section(const BenchRun& b) {
-  const RunOverview& r = b.run;
+  const db::RunInfo& r = b.run.info;
   std::string out = fmt::format("<h3>Machine and method</h3><dl class=\"facts\">");
-  out += fact("tool", r.tool) + fact("command", r.command_line) + fact("status", r.status);
-  out += fact("started / finished (UTC)", r.started_at + " / " + r.finished_at);
+  out += fact("tool", r.tool) + fact("command", r.command_line) + fact("status", b.run.status);
+  out += fact("started / finished (UTC)", b.run.started_at + " / " + b.run.finished_at);
   out += fact("host", r.host) + fact("device", r.device) + fact("fingerprint", r.fingerprint);
   out += fact("ka", r.ka_version + " (" + r.git_sha + ")");
   out += fact("libtorch", r.libtorch_version);
@@ -136,7 +136,7 @@ std::string overview_section(const BenchRun& b) {
   out += fact("copy bandwidth (measured)", optional_figure(r.copy_gbps, "GB/s"));
   out += fact("read bandwidth (measured)", optional_figure(r.read_gbps, "GB/s"));
   out += fact("method", method_of(b));
-  for (const auto& [key, value] : r.machine) out += fact("machine: " + key, value);
+  for (const auto& [key, value] : b.run.machine) out += fact("machine: " + key, value);
   return out + "</dl>\n";
 }
 
@@ -186,13 +186,13 @@ std::string cases_table(const BenchRun& b) {
 // --- roofline --------------------------------------------------------------------------------
 
 // The memory roof: the copy bandwidth when the run probed it, else the streaming read.
-std::optional<std::pair<double, std::string>> memory_roof(const RunOverview& r) {
+std::optional<std::pair<double, std::string>> memory_roof(const db::RunInfo& r) {
   if (finite_positive(r.copy_gbps)) return std::make_pair(*r.copy_gbps, std::string("copy"));
   if (finite_positive(r.read_gbps)) return std::make_pair(*r.read_gbps, std::string("read"));
   return std::nullopt;
 }
 
-std::vector<Line> roofs(const RunOverview& r, double lo_intensity, double hi_intensity) {
+std::vector<Line> roofs(const db::RunInfo& r, double lo_intensity, double hi_intensity) {
   std::vector<Line> out;
   const auto mem = memory_roof(r);
   const bool compute = finite_positive(r.fma_peak_gflops);
@@ -240,9 +240,9 @@ std::string roofline_section(const BenchRun& b) {
     }
     p.series.push_back(std::move(s));
   }
-  if (hi > 0.0) p.lines = roofs(b.run, lo, hi);
+  if (hi > 0.0) p.lines = roofs(b.run.info, lo, hi);
   std::string note;
-  if (!memory_roof(b.run)) {
+  if (!memory_roof(b.run.info)) {
     note = "<p class=\"muted\">This run probed no memory bandwidth (ka-bench probes it for "
            "decode and graph cases), so only the compute roof is drawn.</p>";
   }
@@ -451,8 +451,8 @@ std::string regression_section(const BenchRun& baseline, const BenchRun& current
 
 std::string run_section(const BenchRun& b) {
   std::string out = fmt::format("<h2 id=\"run-{}\">Run {}: {} {} on {} ({} cases)</h2>", b.run.id,
-                                b.run.id, esc(b.run.tool), esc(b.run.suite), esc(b.run.host),
-                                b.cases.size());
+                                b.run.id, esc(b.run.info.tool), esc(b.run.info.suite),
+                                esc(b.run.info.host), b.cases.size());
   out += overview_section(b);
   out += "<h3>Cases</h3><p class=\"muted\">Click a column to sort. Times are medians of the "
          "per-call time; %peak is against the FMA peak probed before each case.</p>";
@@ -517,11 +517,11 @@ std::string runs_index(const std::vector<RunOverview>& runs) {
                                 "results", "trials", "command"}) +
                     "<tbody>";
   for (const RunOverview& r : runs) {
-    out += "<tr>" + number_cell(static_cast<double>(r.id), "{:.0f}") + text_cell(r.tool) +
-           text_cell(r.status) + text_cell(r.started_at) + text_cell(r.host) +
-           text_cell(r.device) + number_cell(static_cast<double>(r.results), "{:.0f}") +
-           number_cell(static_cast<double>(r.trials), "{:.0f}") + text_cell(r.command_line) +
-           "</tr>";
+    out += "<tr>" + number_cell(static_cast<double>(r.id), "{:.0f}") + text_cell(r.info.tool) +
+           text_cell(r.status) + text_cell(r.started_at) + text_cell(r.info.host) +
+           text_cell(r.info.device) + number_cell(static_cast<double>(r.results), "{:.0f}") +
+           number_cell(static_cast<double>(r.trials), "{:.0f}") +
+           text_cell(r.info.command_line) + "</tr>";
   }
   return out + "</tbody></table>\n";
 }

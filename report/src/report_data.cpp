@@ -47,27 +47,29 @@ std::vector<std::pair<std::string, std::string>> machine_fields(const std::strin
 RunOverview read_run(const db::Statement& st) {
   RunOverview r;
   r.id = st.column_int64(0);
-  r.tool = st.column_text(1);
   r.status = st.column_text(2);
   r.started_at = st.column_text(3);
   r.finished_at = text_or_empty(st, 4);
-  r.command_line = st.column_text(5);
-  r.host = st.column_text(6);
-  r.ka_version = st.column_text(7);
-  r.git_sha = st.column_text(8);
-  r.suite = text_or_empty(st, 9);
-  r.device = st.column_text(10);
-  r.fingerprint = st.column_text(11);
-  r.machine = machine_fields(st.column_text(12));
-  r.threads = static_cast<int>(st.column_int64(13));
-  r.fma_peak_gflops = optional_real(st, 14);
-  r.fma_peak_1t_gflops = optional_real(st, 15);
-  r.libtorch_version = text_or_empty(st, 16);
-  r.openblas_coretype = text_or_empty(st, 17);
-  r.openblas_core = text_or_empty(st, 18);
-  r.copy_gbps = optional_real(st, 19);
-  r.read_gbps = optional_real(st, 20);
-  r.strategy = text_or_empty(st, 21);
+  db::RunInfo& i = r.info;
+  i.tool = st.column_text(1);
+  i.command_line = st.column_text(5);
+  i.host = st.column_text(6);
+  i.ka_version = st.column_text(7);
+  i.git_sha = st.column_text(8);
+  i.suite = text_or_empty(st, 9);
+  i.device = st.column_text(10);
+  i.fingerprint = st.column_text(11);
+  i.fingerprint_json = st.column_text(12);
+  i.threads = static_cast<int>(st.column_int64(13));
+  i.fma_peak_gflops = optional_real(st, 14);
+  i.fma_peak_1t_gflops = optional_real(st, 15);
+  i.libtorch_version = text_or_empty(st, 16);
+  i.openblas_coretype = text_or_empty(st, 17);
+  i.openblas_core = text_or_empty(st, 18);
+  i.copy_gbps = optional_real(st, 19);
+  i.read_gbps = optional_real(st, 20);
+  i.strategy = text_or_empty(st, 21);
+  r.machine = machine_fields(i.fingerprint_json);
   r.results = st.column_int64(22);
   r.trials = st.column_int64(23);
   return r;
@@ -511,7 +513,7 @@ std::vector<TuningShape> load_tuning(db::Connection& db, const std::vector<std::
   std::vector<TuningShape> out;
   if (db::column_names(db, "trials").empty()) return out;  // schema 1: no trials
   std::map<std::int64_t, std::string> strategies;
-  for (const RunOverview& r : load_runs(db)) strategies[r.id] = r.strategy;
+  for (const RunOverview& r : load_runs(db)) strategies[r.id] = r.info.strategy;
   const std::string filter = run_filter_sql(runs);
   auto st = db.prepare(
       "SELECT op, shape_key, kernel, kernel_version, count(*), sum(disposition = 'ok'), "

@@ -148,13 +148,13 @@ TEST_F(ReportDataTest, RunsCarryTheirProbesAndStrategy) {
   ASSERT_EQ(runs.size(), 2U);
   EXPECT_EQ(runs[0].id, bench_);
   EXPECT_EQ(runs[0].results, 6);
-  EXPECT_EQ(runs[0].threads, 2);
-  ASSERT_TRUE(runs[0].read_gbps.has_value());
-  EXPECT_DOUBLE_EQ(*runs[0].read_gbps, 25.0);
-  EXPECT_FALSE(runs[0].copy_gbps.has_value());
-  EXPECT_TRUE(runs[0].strategy.empty());
+  EXPECT_EQ(runs[0].info.threads, 2);
+  ASSERT_TRUE(runs[0].info.read_gbps.has_value());
+  EXPECT_DOUBLE_EQ(*runs[0].info.read_gbps, 25.0);
+  EXPECT_FALSE(runs[0].info.copy_gbps.has_value());
+  EXPECT_TRUE(runs[0].info.strategy.empty());
   EXPECT_FALSE(runs[0].machine.empty());
-  EXPECT_EQ(runs[1].strategy, "exhaustive");
+  EXPECT_EQ(runs[1].info.strategy, "exhaustive");
   EXPECT_EQ(runs[1].trials, 8);
 }
 
@@ -339,7 +339,7 @@ TEST(ReportOlderSchema, ADatabaseBeforeSchema6ReadsWithoutTheNewColumns) {
   const BenchRun b = load_bench_run(db, 1);
   ASSERT_EQ(b.cases.size(), 1U);
   EXPECT_FALSE(b.cases[0].intensity().has_value());
-  EXPECT_FALSE(b.run.copy_gbps.has_value());
+  EXPECT_FALSE(b.run.info.copy_gbps.has_value());
   EXPECT_TRUE(b.run.machine.empty());  // malformed fingerprint JSON: no fields, no throw
   ReportOptions o;
   o.db_label = "old.db";

@@ -55,6 +55,19 @@ std::string well_formed_error(const std::string& xml) {
   return "";
 }
 
+// A large plot: `render` takes under 0.5 s, the SVG stays under 2 MB, has `want` marks and is
+// well formed.
+template <typename Render>
+void expect_fast_small_and_whole(Render render, std::size_t want) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string svg = render();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took.count(), 0.5);
+  EXPECT_LT(svg.size(), 2u << 20);
+  EXPECT_EQ(marks(svg), want);
+  EXPECT_EQ(well_formed_error(svg), "");
+}
+
 /// What every plot promises: one <svg data-plot=id> root, balanced tags, no nan/inf text.
 void expect_valid_plot(const std::string& svg, const std::string& id) {
   EXPECT_EQ(well_formed_error(svg), "");
@@ -314,13 +327,7 @@ TEST(SvgScatter, TenThousandMarksAreFastAndSmall) {
     points.push_back({0.01 * (i + 1), 1.0 + (i % 977) * 3.7, "case " + std::to_string(i)});
   }
   const ScatterPlot p = scatter_of(std::move(points));
-  const auto start = std::chrono::steady_clock::now();
-  const std::string svg = render_scatter(p);
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(took.count(), 0.5);
-  EXPECT_LT(svg.size(), 2u << 20);
-  EXPECT_EQ(marks(svg), 10000u);
-  EXPECT_EQ(well_formed_error(svg), "");
+  expect_fast_small_and_whole([&] { return render_scatter(p); }, 10000u);
 }
 
 // --- bars -------------------------------------------------------------------------------------
@@ -388,13 +395,7 @@ TEST(SvgBars, TenThousandBarsAreFastAndSmall) {
   c.id = "many";
   for (int i = 0; i < 10000; ++i)
     c.bars.push_back({"b" + std::to_string(i), 0.5 + i % 7, i % 7 == 0, ""});
-  const auto start = std::chrono::steady_clock::now();
-  const std::string svg = render_bars(c);
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(took.count(), 0.5);
-  EXPECT_LT(svg.size(), 2u << 20);
-  EXPECT_EQ(marks(svg), 10000u);
-  EXPECT_EQ(well_formed_error(svg), "");
+  expect_fast_small_and_whole([&] { return render_bars(c); }, 10000u);
 }
 
 // --- lines ------------------------------------------------------------------------------------
@@ -458,13 +459,7 @@ TEST(SvgLines, TenThousandPointsAreFastAndSmall) {
     for (int i = 1; i <= 2500; ++i) line.points.push_back({double(i), 1000.0 / (i + l)});
     c.lines.push_back(std::move(line));
   }
-  const auto start = std::chrono::steady_clock::now();
-  const std::string svg = render_lines(c);
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(took.count(), 0.5);
-  EXPECT_LT(svg.size(), 2u << 20);
-  EXPECT_EQ(marks(svg), 4u);
-  EXPECT_EQ(well_formed_error(svg), "");
+  expect_fast_small_and_whole([&] { return render_lines(c); }, 4u);
 }
 
 // --- heatmap ----------------------------------------------------------------------------------
@@ -560,13 +555,7 @@ TEST(SvgHeatmap, TenThousandCellsAreFastAndSmall) {
     h.y_values.push_back(std::to_string(i));
     for (int j = 0; j < 100; ++j) h.cells[i].push_back(1.0 + (i * 37 + j * 11) % 101);
   }
-  const auto start = std::chrono::steady_clock::now();
-  const std::string svg = render_heatmap(h);
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(took.count(), 0.5);
-  EXPECT_LT(svg.size(), 2u << 20);
-  EXPECT_EQ(marks(svg), 10000u);
-  EXPECT_EQ(well_formed_error(svg), "");
+  expect_fast_small_and_whole([&] { return render_heatmap(h); }, 10000u);
 }
 
 }  // namespace

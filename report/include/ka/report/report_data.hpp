@@ -5,6 +5,7 @@
 // naming the file when a query fails.
 #pragma once
 
+#include <ka/db/results_store.hpp>
 #include <ka/db/sqlite.hpp>
 
 #include <cstddef>
@@ -16,30 +17,15 @@
 
 namespace ka::report {
 
-/// One `runs` row: where, when and how the run was made, and what it measured of the machine.
+/// One `runs` row: where, when and how the run was made (as its tool recorded it), what became
+/// of it, and what it stored.
 struct RunOverview {
   std::int64_t id = 0;
-  std::string tool;
   std::string status;
   std::string started_at;
   std::string finished_at;  ///< Empty while running.
-  std::string command_line;
-  std::string host;
-  std::string ka_version;
-  std::string git_sha;
-  std::string suite;
-  std::string device;
-  std::string fingerprint;
-  std::vector<std::pair<std::string, std::string>> machine;  ///< The fingerprint's fields.
-  int threads = 0;
-  std::optional<double> fma_peak_gflops;
-  std::optional<double> fma_peak_1t_gflops;
-  std::optional<double> copy_gbps;
-  std::optional<double> read_gbps;
-  std::string libtorch_version;
-  std::string openblas_coretype;
-  std::string openblas_core;
-  std::string strategy;
+  db::RunInfo info;
+  std::vector<std::pair<std::string, std::string>> machine;  ///< info.fingerprint_json's fields.
   std::int64_t results = 0;
   std::int64_t trials = 0;
 };
