@@ -334,6 +334,44 @@ std::string heatmap_plot(const TuningShape& t, std::size_t index) {
   return render_heatmap(m);
 }
 
+// Per run: its evaluations, its best, and how many evaluations it took to get within 3% of it.
+std::string convergence_table(const TuningShape& t) {
+  std::string out = "<table class=\"sortable\">" +
+                    header_row({"run", "strategy", "evaluations", "best median µs",
+                                "evaluations to within 3% of its best"}) +
+                    "<tbody>";
+  for (const TuningTrace& trace : t.traces) {
+    const double best = trace.best_so_far_ns.empty() ? std::nan("") : trace.best_so_far_ns.back();
+    std::optional<double> reached;
+    for (std::size_t i = 0; i < trace.best_so_far_ns.size() && std::isfinite(best); ++i) {
+      if (trace.best_so_far_ns[i] <= best * 1.03) {
+        reached = static_cast<double>(i + 1);
+        break;
+      }
+    }
+    out += "<tr>" + number_cell(static_cast<double>(trace.run_id), "{:.0f}") +
+           text_cell(trace.strategy) +
+           number_cell(static_cast<double>(trace.best_so_far_ns.size()), "{:.0f}") +
+           number_cell(best / 1e3, "{:.2f}") + number_cell(reached, "{:.0f}") + "</tr>";
+  }
+  return out + "</tbody></table>";
+}
+
+// The heatmap's grid as a table: a row per y value, a column per x value, µs.
+std::string heatmap_table(const TuningHeatmap& h) {
+  std::vector<std::string> head = {h.y_param + " ↓ " + h.x_param + " →"};
+  head.insert(head.end(), h.x_values.begin(), h.x_values.end());
+  std::string out = "<table>" + header_row(head) + "<tbody>";
+  for (std::size_t y = 0; y < h.y_values.size(); ++y) {
+    out += "<tr>" + text_cell(h.y_values[y]);
+    for (const auto& cell : h.cells[y]) {
+      out += number_cell(cell ? std::optional<double>(*cell / 1e3) : std::nullopt, "{:.2f}");
+    }
+    out += "</tr>";
+  }
+  return out + "</tbody></table>";
+}
+
 std::string gain_text(const TuningShape& t) {
   if (!t.gain_over_default) return "-";
   std::string out = fmt::format("{:.2f}x", *t.gain_over_default);
@@ -388,9 +426,10 @@ std::string tuning_section(const std::vector<TuningShape>& shapes,
   for (std::size_t i = 0; i < shapes.size() && i < max_plots; ++i) {
     const TuningShape& t = shapes[i];
     out += "<h3>" + esc(shape_title(t)) + "</h3>";
-    out += "<figure>" + convergence_plot(t, i) + "</figure>";
+    out += plot_with_numbers(convergence_plot(t, i), "the runs' convergence", convergence_table(t));
     if (t.heatmap) {
-      out += "<figure>" + heatmap_plot(t, i) + "</figure>";
+      out += plot_with_numbers(heatmap_plot(t, i), "the heatmap's cells (median µs)",
+                               heatmap_table(*t.heatmap));
       if (t.heatmap->slice == HeatmapSlice::kBestOverOthers) {
         out += "<p class=\"muted\">Too few trials differ from the winner on these two tunables "
                "only, so each cell is the best over every value of the others.</p>";
