@@ -313,6 +313,10 @@ std::string convergence_plot(const TuningShape& t, std::size_t index) {
   return render_lines(c);
 }
 
+bool winner_cell_unmeasured(const TuningHeatmap& h) {
+  return h.winner && !h.cells.at(h.winner->first).at(h.winner->second).has_value();
+}
+
 std::string heatmap_plot(const TuningShape& t, std::size_t index) {
   const TuningHeatmap& h = *t.heatmap;
   Heatmap m;
@@ -433,6 +437,11 @@ std::string tuning_section(const std::vector<TuningShape>& shapes,
       if (t.heatmap->slice == HeatmapSlice::kBestOverOthers) {
         out += "<p class=\"muted\">Too few trials differ from the winner on these two tunables "
                "only, so each cell is the best over every value of the others.</p>";
+      }
+      if (winner_cell_unmeasured(*t.heatmap)) {
+        out += "<p class=\"muted\">The winner's cell (outlined) holds no trial: the sweep gave "
+               "the winner the time of an equivalent configuration measured before it (one "
+               "that runs exactly as it does).</p>";
       }
     } else {
       out += "<p class=\"muted\">No heatmap: fewer than two tunables took two or more values "

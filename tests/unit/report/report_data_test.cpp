@@ -321,6 +321,40 @@ TEST_F(ReportDataTest, PageHasOneMarkPerDrawableRow) {
   EXPECT_THROW(render_report(db, {"ka.db", {42}, std::nullopt, {}, 0.03, 40}), ValueError);
 }
 
+TEST(ReportHeatmap, AWinnerWithoutATrialOfItsOwnIsOutlinedAndExplained) {
+  // The sweep timed the winner as an equivalent configuration measured before it, so no trial
+  // has the winner's (tile_m, tile_n): its cell is empty, outlined, and the page says why.
+  test::ScratchDir dir;
+  {
+    db::ResultsStore store(dir.path("ka.db"));
+    const std::int64_t run = store.begin_run(db::cpu_run_info("ka-tune", "ka-tune"));
+    store.add_trials(run, {trial(config(4, 16, 1), 50.0), trial(config(4, 32, 1), 60.0),
+                           trial(config(8, 16, 1), 70.0)});
+    db::Recommendation rec;
+    rec.fingerprint = cpu_fingerprint().key();
+    rec.op = "aten::mm";
+    rec.shape_key = kShape;
+    rec.kernel = "gemm_f32_blocked";
+    rec.kernel_version = 6;
+    rec.config = LaunchConfig::parse(config(8, 32, 1));
+    rec.median_ns = 50.0;
+    store.record_device(cpu_fingerprint());
+    store.put_recommendations({rec});
+    store.finish_run(run, true);
+  }
+  db::Connection db = db::open_for_reading(dir.path("ka.db"));
+  const std::vector<TuningShape> shapes = load_tuning(db, {});
+  ASSERT_EQ(shapes.size(), 1U);
+  ASSERT_TRUE(shapes[0].heatmap && shapes[0].heatmap->winner);
+  const auto [y, x] = *shapes[0].heatmap->winner;
+  EXPECT_FALSE(shapes[0].heatmap->cells[y][x].has_value());
+  ReportOptions o;
+  o.db_label = "ka.db";
+  const std::string page = render_report(db, o);
+  EXPECT_NE(page.find("holds no trial"), std::string::npos);
+  EXPECT_EQ(count(plot(page, "heatmap-0"), "class=\"mark"), 3U);
+}
+
 TEST(ReportOlderSchema, ADatabaseBeforeSchema6ReadsWithoutTheNewColumns) {
   test::ScratchDir dir;
   {
