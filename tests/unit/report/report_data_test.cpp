@@ -69,6 +69,19 @@ TrialRow trial(const std::string& cfg, std::optional<double> median,
   return t;
 }
 
+// This machine's recommendation of `cfg` for the trials' shape and kernel.
+db::Recommendation recommendation(const std::string& cfg, double median_ns) {
+  db::Recommendation rec;
+  rec.fingerprint = cpu_fingerprint().key();
+  rec.op = "aten::mm";
+  rec.shape_key = kShape;
+  rec.kernel = "gemm_f32_blocked";
+  rec.kernel_version = 6;
+  rec.config = LaunchConfig::parse(cfg);
+  rec.median_ns = median_ns;
+  return rec;
+}
+
 // Time model of the trials: tile_m matters most, tile_n some, threads not at all.
 double model_ns(int tile_m, int tile_n) { return 1000.0 * tile_m + 100.0 * tile_n; }
 
@@ -117,14 +130,7 @@ class ReportDataTest : public ::testing::Test {
     }
     trials.push_back(trial(config(4, 16, 2), model_ns(4, 16) * 1.01));
     store.add_trials(tune_, trials);
-    db::Recommendation rec;
-    rec.fingerprint = cpu_fingerprint().key();
-    rec.op = "aten::mm";
-    rec.shape_key = kShape;
-    rec.kernel = "gemm_f32_blocked";
-    rec.kernel_version = 6;
-    rec.config = LaunchConfig::parse(config(4, 16, 1));
-    rec.median_ns = model_ns(4, 16);
+    db::Recommendation rec = recommendation(config(4, 16, 1), model_ns(4, 16));
     rec.gain_over_default = 1.8;
     rec.default_median_ns = model_ns(4, 16) * 1.8;
     rec.gain_low = 1.7;
@@ -330,14 +336,7 @@ TEST(ReportHeatmap, AWinnerWithoutATrialOfItsOwnIsOutlinedAndExplained) {
     const std::int64_t run = store.begin_run(db::cpu_run_info("ka-tune", "ka-tune"));
     store.add_trials(run, {trial(config(4, 16, 1), 50.0), trial(config(4, 32, 1), 60.0),
                            trial(config(8, 16, 1), 70.0)});
-    db::Recommendation rec;
-    rec.fingerprint = cpu_fingerprint().key();
-    rec.op = "aten::mm";
-    rec.shape_key = kShape;
-    rec.kernel = "gemm_f32_blocked";
-    rec.kernel_version = 6;
-    rec.config = LaunchConfig::parse(config(8, 32, 1));
-    rec.median_ns = 50.0;
+    const db::Recommendation rec = recommendation(config(8, 32, 1), 50.0);
     store.record_device(cpu_fingerprint());
     store.put_recommendations({rec});
     store.finish_run(run, true);
