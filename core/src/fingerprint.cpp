@@ -1,10 +1,10 @@
+#include <ka/core/cpu_cores.hpp>
 #include <ka/core/fingerprint.hpp>
 
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 namespace ka {
 namespace {
@@ -74,7 +74,7 @@ DeviceFingerprint cpu_fingerprint() {
   fp.device = Device::cpu();
   fp.name = cpu_model_name();
   fp.isa = cpu_isa_level();
-  fp.cores = static_cast<int>(std::thread::hardware_concurrency());
+  fp.cores = usable_cores();
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
     const std::string level = read_first_line(dir + "/level");

@@ -1,3 +1,4 @@
+#include <ka/core/cpu_cores.hpp>
 #include <ka/core/error.hpp>
 #include <ka/core/option_checks.hpp>
 #include <ka/core/text.hpp>
@@ -6,7 +7,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <utility>
 
 namespace ka {
@@ -24,7 +24,7 @@ double parse_double(std::string_view text) {
 }
 
 std::string thread_bound_text() {
-  const unsigned hw = std::max(1U, std::thread::hardware_concurrency());
+  const auto hw = static_cast<unsigned>(usable_cores());
   return detail::str_cat(max_threads(), " (4 x ", hw, " logical cores, at most 1024)");
 }
 
@@ -43,7 +43,7 @@ std::string finite_number_error(std::string_view text, bool allow_zero) {
 }
 
 int max_threads() {
-  const unsigned hw = std::max(1U, std::thread::hardware_concurrency());
+  const auto hw = static_cast<unsigned>(usable_cores());
   return static_cast<int>(std::min(4U * hw, 1024U));
 }
 

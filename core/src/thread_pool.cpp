@@ -1,3 +1,4 @@
+#include <ka/core/cpu_cores.hpp>
 #include <ka/core/thread_pool.hpp>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::global() {
-  static ThreadPool pool(static_cast<int>(std::max(1U, std::thread::hardware_concurrency())));
+  static ThreadPool pool(usable_cores());
   return pool;
 }
 

@@ -1,3 +1,4 @@
+#include <ka/core/cpu_cores.hpp>
 #include <ka/harness/detail/bench_case.hpp>
 #include "blas_info.hpp"
 #include "case_supervisor.hpp"
@@ -41,7 +42,6 @@
 #include <memory>
 #include <optional>
 #include <regex>
-#include <thread>
 
 #ifndef KA_VERSION
 #define KA_VERSION "unknown"
@@ -1235,7 +1235,7 @@ std::size_t leave_out_graph_cases(Suite& suite) {
 void check_options(const BenchOptions& options, bool gpu, BenchOptions& settled) {
   KA_CHECK(options.device == "cpu" || options.device == "cuda", "--device '", options.device,
            "': expected cpu or cuda");
-  const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  const int hw = usable_cores();
   KA_CHECK(options.threads >= 0 && options.threads <= max_threads(), "--threads ",
            options.threads, ": expected 0 (all ", hw, " cores) to ", max_threads());
   KA_CHECK(options.repetitions >= 1, "--repetitions must be >= 1");

@@ -2,6 +2,7 @@
 
 #include "ew_math.hpp"
 
+#include <ka/core/cpu_cores.hpp>
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/core/logging.hpp>
@@ -12,7 +13,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <thread>
 
 namespace ka::kernels {
 namespace {
@@ -22,7 +22,7 @@ std::atomic<int> g_thread_limit{0};
 void set_cpu_thread_limit(int threads) { g_thread_limit.store(std::max(0, threads)); }
 
 int cpu_thread_limit() {
-  const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  const int hw = usable_cores();
   int limit = g_thread_limit.load();
   if (limit <= 0) {
     // KA_NUM_THREADS, read once, as OMP_NUM_THREADS is for OpenMP programs. The tools refuse
@@ -45,7 +45,7 @@ int cpu_thread_limit() {
 namespace ka::kernels::detail {
 
 std::vector<std::int64_t> cpu_thread_candidates() {
-  const auto hw = static_cast<std::int64_t>(std::max(1U, std::thread::hardware_concurrency()));
+  const auto hw = static_cast<std::int64_t>(usable_cores());
   std::vector<std::int64_t> out;
   for (std::int64_t t = 1; t < hw; t *= 2) out.push_back(t);
   out.push_back(hw);

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include <thread>
+#include <sched.h>
 
 namespace ka {
 namespace {
@@ -14,7 +14,9 @@ TEST(Fingerprint, CpuFieldsAreFilled) {
   EXPECT_NE(fp.name, "unknown CPU");
   EXPECT_TRUE(fp.isa == "avx512" || fp.isa == "avx2" || fp.isa == "sse4.2" || fp.isa == "generic")
       << fp.isa;
-  EXPECT_EQ(fp.cores, static_cast<int>(std::thread::hardware_concurrency()));
+  cpu_set_t mask;  // the cores this process may run on, not the machine's (Note [Usable cores])
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  EXPECT_EQ(fp.cores, CPU_COUNT(&mask));
   EXPECT_GT(fp.l1d_bytes, 0);
   EXPECT_GT(fp.l2_bytes, fp.l1d_bytes);
   EXPECT_GT(fp.memory_bytes, std::int64_t{1} << 28);

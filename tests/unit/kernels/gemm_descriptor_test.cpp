@@ -1,4 +1,5 @@
 // The GEMM descriptors as data: tunable spaces, constraints, default heuristics, cost model.
+#include <ka/core/cpu_cores.hpp>
 #include <ka/core/error.hpp>
 #include <ka/kernels/cpu_launch.hpp>
 #include <ka/kernels/gemm.hpp>
@@ -7,7 +8,6 @@
 
 #include <algorithm>
 #include <set>
-#include <thread>
 
 namespace ka::kernels {
 namespace {
@@ -75,7 +75,7 @@ TEST(GemmDescriptor, ConstraintViolationsAreNamed) {
 TEST(GemmDescriptor, DefaultsPlanForTheThreadLimit) {
   const auto& d = gemm_f32_cpu_descriptor();
   const ShapeKey key = addmm_shape_key(1024, 1024, 1024);
-  const int hw = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  const int hw = usable_cores();
   set_cpu_thread_limit(1);
   EXPECT_EQ(cpu_thread_limit(), 1);
   const LaunchConfig one = d.default_config(key);
