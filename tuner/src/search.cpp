@@ -37,6 +37,26 @@ SearchSpace::SearchSpace(const kernels::TunableSpace& space) {
   }
 }
 
+SearchSpace SearchSpace::subset(const std::vector<std::size_t>& keep) const {
+  SearchSpace out;
+  out.radix_ = radix_;
+  out.rejected_ = rejected_;
+  out.index_of_code_.assign(index_of_code_.size(), -1);
+  std::vector<std::int64_t> kept_as(points_.size(), -1);
+  for (const std::size_t i : keep) {
+    KA_CHECK(i < points_.size() && kept_as[i] < 0,
+             "subset of a search space: point ", i, " is out of range or repeated");
+    kept_as[i] = static_cast<std::int64_t>(out.points_.size());
+    out.points_.push_back(points_[i]);
+    out.coords_.push_back(coords_[i]);
+  }
+  for (std::size_t code = 0; code < index_of_code_.size(); ++code) {
+    const std::int64_t old = index_of_code_[code];
+    if (old >= 0) out.index_of_code_[code] = kept_as[static_cast<std::size_t>(old)];
+  }
+  return out;
+}
+
 std::optional<std::size_t> SearchSpace::find(const LaunchConfig& config) const {
   for (std::size_t i = 0; i < points_.size(); ++i) {
     bool same = true;

@@ -171,6 +171,28 @@ kernels::TunableSpace threads_at_most(const kernels::TunableSpace& space, int li
   return kernels::TunableSpace(std::move(params), space.constraints());
 }
 
+// The points of `space` in slice `slice` of it for `shape` (Note [Space slices] in shards.cpp):
+// those whose equivalence class is the slice's modulo the slice count, classes numbered by
+// their first point. A point the kernel refuses, or whose completion throws, is its own class.
+SearchSpace slice_of(const SearchSpace& space, const kernels::KernelDescriptor& d,
+                     const ShapeKey& shape, const ShapeSlice& slice) {
+  if (slice.whole()) return space;
+  KA_CHECK(slice.part < slice.parts, "slice ", slice.part, " of ", slice.parts, " does not exist");
+  std::map<std::string, std::size_t> class_of;
+  std::vector<std::size_t> keep;
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    const LaunchConfig& point = space.point(i);
+    std::string key = "refused:" + point.str();
+    try {
+      if (d.can_run(shape, d.complete(shape, point))) key = canonical_form(d, shape, point);
+    } catch (const Error&) {
+    }
+    const std::size_t number = class_of.emplace(key, class_of.size()).first->second;
+    if (number % slice.parts == slice.part) keep.push_back(i);
+  }
+  return space.subset(keep);
+}
+
 // Note [Stopping after N trials for tests]
 // KA_TEST_STOP_AFTER_TRIALS=N makes ka-tune stop itself (SIGSTOP) right after storing its N-th
 // trial, so a test can kill it at a known point of the sweep instead of racing the machine's
@@ -188,6 +210,8 @@ void stop_for_tests_after(std::size_t stored) {
 // database that keeps nothing.
 void check_options(const TuneOptions& o) {
   KA_CHECK(!o.shapes.empty(), "no shapes to tune for ", o.op, " (give --shapes or --suite)");
+  KA_CHECK(o.slices.empty() || o.slices.size() == o.shapes.size(), o.slices.size(),
+           " slices given for ", o.shapes.size(), " shapes: expected one per shape or none");
   (void)make_strategy(o.strategy, o.seed);
   const std::uint64_t memory_limit = memory_limit_bytes();
   for (const std::string& shape : o.shapes) {
@@ -281,6 +305,7 @@ class ShapeTuner {
   // The shape built here: its default configuration, and with in-process trials its reference.
   const detail::ShapeTrials local_;
   const kernels::KernelDescriptor& kernel_;
+  const ShapeSlice slice_;
   const SearchSpace space_;
   ShapeOutcome out_;
   std::map<std::string, Evaluation> by_canonical_;  // Note [Tuning a shape], 2
@@ -294,10 +319,15 @@ ShapeTuner::ShapeTuner(TuneRun& run, std::size_t index)
       local_(o_, index,
              o_.isolate ? detail::ShapeTrials::Use::kShapeOnly : detail::ShapeTrials::Use::kTrials),
       kernel_(local_.base().kernel()),
-      space_(threads_at_most(kernel_.space, o_.threads)) {
+      slice_(index < o_.slices.size() ? o_.slices[index] : ShapeSlice{}),
+      space_(slice_of(SearchSpace(threads_at_most(kernel_.space, o_.threads)), kernel_,
+                      base().shape_key(), slice_)) {
   KA_CHECK(space_.size() > 0, kernel_.name, " has no valid configuration to sweep for ", o_.op,
-           " at shape ", o_.shapes[index], " (--threads ", o_.threads, ")");
+           " at shape ", o_.shapes[index], " (--threads ", o_.threads,
+           slice_.whole() ? "" : ka::detail::str_cat(", slice ", slice_.part, " of ", slice_.parts),
+           ")");
   out_.shape = o_.shapes[index];
+  if (!slice_.whole()) out_.shape += fmt::format(" [{}/{}]", slice_.part, slice_.parts);
   out_.shape_key = base().shape_key().str();
   out_.kernel = kernel_.name;
   out_.space = space_.size();
@@ -332,7 +362,10 @@ History ShapeTuner::resume_earlier_trials() {
 History ShapeTuner::sweep(History resumed) {
   const auto start = std::chrono::steady_clock::now();
   const auto strategy = make_strategy(o_.strategy, o_.seed, space_.find(base().default_config()));
-  const Budget budget{o_.budget, o_.time_budget_s,
+  // A slice gets its share of the shape's budgets (Note [Space slices]).
+  const std::size_t parts = slice_.parts;
+  const Budget budget{o_.budget == 0 ? 0 : (o_.budget + parts - 1) / parts,
+                      o_.time_budget_s / static_cast<double>(parts),
                       [this](std::size_t) { return !last_equivalent_; }};
   History h = search(
       space_, *strategy, [this](std::size_t i) { return evaluate(i); }, budget,

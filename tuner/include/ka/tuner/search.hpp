@@ -38,8 +38,12 @@ class SearchSpace {
   [[nodiscard]] std::vector<std::size_t> neighbors(std::size_t i) const;
   /// Points rejected by constraints when the space was built.
   [[nodiscard]] std::uint64_t rejected() const noexcept { return rejected_; }
+  /// The space of the points `keep` (indices into this space, ascending) only, in this order:
+  /// neighbours are those of the kept points. A slice of the space (Note [Space slices]).
+  [[nodiscard]] SearchSpace subset(const std::vector<std::size_t>& keep) const;
 
  private:
+  SearchSpace() = default;
   std::vector<LaunchConfig> points_;
   std::vector<std::vector<std::int32_t>> coords_;
   std::vector<std::int32_t> radix_;

@@ -5,6 +5,7 @@
 #include <ka/core/device.hpp>
 #include <ka/core/launch_config.hpp>
 #include <ka/profiler/measure.hpp>
+#include <ka/tuner/shards.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +23,9 @@ struct TuneOptions {
   /// "MxKxN" (mm, addmm), "BxMxKxN" (bmm), else the input's sizes ("4096x4096"; softmax,
   /// layer_norm and sum over the last dim).
   std::vector<std::string> shapes;
+  /// Parallel to `shapes` (empty: every shape whole): sweep only this slice of a shape's
+  /// space, with its share of the budgets (a shard's item, Note [Space slices]).
+  std::vector<ShapeSlice> slices;
   std::string strategy = "model";
   std::uint64_t seed = 1;
   std::size_t budget = 0;  ///< Evaluations per shape (0: none, the strategy decides).
