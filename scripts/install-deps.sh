@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   clang-14 libfuzzer-14-dev              # the fuzz preset (scripts/fuzz.sh): libFuzzer targets
   chromium fonts-dejavu-core python3     # the browser test of ka-db report (label browser)
+  slurm-wlm munge                        # the one-node Slurm cluster of the slurm test
 )
 
 missing=()

@@ -1,5 +1,6 @@
 // ka-tune: sweep a kernel's launch configurations per operator shape; store every trial and
 // the winners (the recommendation table the extractor consults).
+#include <ka/core/cpu_cores.hpp>
 #include <ka/core/error.hpp>
 #include <ka/core/interrupt.hpp>
 #include <ka/core/logging.hpp>
@@ -8,6 +9,7 @@
 #include <ka/harness/suite.hpp>
 #include <ka/profiler/measure.hpp>
 #include <ka/tuner/search.hpp>
+#include <ka/tuner/shards.hpp>
 #include <ka/tuner/trial_worker.hpp>
 #include <ka/tuner/tune.hpp>
 
@@ -15,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "../cli_checks.hpp"
+#include "campaign.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -38,7 +41,10 @@ constexpr const char* kAbout =
     "--trial-timeout is recorded as 'crashed' or 'timeout' and the sweep goes on; a resumed\n"
     "sweep does not run it again (--retry-failed does). SIGINT, SIGTERM or SIGHUP stop the\n"
     "sweep (what finished is stored, the run is marked failed, exit 128 + the signal); a\n"
-    "second signal ends ka-tune at once.";
+    "second signal ends ka-tune at once.\n"
+    "Beyond one machine: --shard I/N runs the I-th of N disjoint parts of the work (--plan\n"
+    "shows them), and --slurm N submits all N as a Slurm job array plus a job that merges\n"
+    "their databases into --db (see the README's 'Tuning campaigns on a cluster').";
 
 int fail(int code, const std::string& what) {
   std::fprintf(stderr, "ka-tune: error: %s\n", what.c_str());
@@ -76,7 +82,44 @@ struct Args {
   bool verbose = false;
   bool quiet = false;
   double tolerance = 0.03;
+  std::string shard;  // "I/N"
+  std::vector<std::string> shard_args;  // what each shard of a --slurm campaign runs
+  bool plan = false;
+  ka::apps::CampaignOptions campaign;
 };
+
+// Declares the options that split the work: shards, the plan, Slurm campaigns.
+void add_shard_options(CLI::App& app, Args& a) {
+  app.add_option("--shard", a.shard,
+                 "I/N: run only the I-th (from 0) of N deterministic, disjoint parts of this "
+                 "command's work (whole shapes, or slices of a shape's space when there are "
+                 "fewer shapes than shards); the N parts together are the whole work");
+  app.add_flag("--plan", a.plan,
+               "print the work and its partition into the shards of --shard or --slurm, and "
+               "exit without running anything");
+  ka::apps::CampaignOptions& c = a.campaign;
+  app.add_option("--slurm", c.shards,
+                 "submit this command as a Slurm job array of N shards, each into its own "
+                 "database, and a merge job after them into --db")
+      ->check(ka::apps::whole_number(1));
+  app.add_option("--partition", c.partition, "with --slurm: the partition of both jobs");
+  app.add_option("--time", c.time, "with --slurm: time limit per shard (sbatch --time)");
+  app.add_option("--gres", c.gres, "with --slurm: generic resources per shard, e.g. gpu:1");
+  app.add_option("--cpus-per-shard", c.cpus_per_shard,
+                 "with --slurm: cores per shard, bound to it (0 = whole nodes, --exclusive); "
+                 "ka-tune tunes for the cores it is given")
+      ->capture_default_str()
+      ->check(ka::apps::whole_number(0));
+  app.add_option("--sbatch-arg", c.sbatch_args,
+                 "with --slurm: another sbatch option for both jobs, written with '=', e.g. "
+                 "--sbatch-arg=--account=proj (repeatable)");
+  app.add_option("--campaign", c.dir,
+                 "with --slurm: the campaign's folder (shards, scripts, logs), on storage every "
+                 "node sees (default: <db>.campaign)");
+  app.add_flag("--no-submit", c.no_submit,
+               "with --slurm: write the campaign's scripts and print the sbatch commands, "
+               "without submitting");
+}
 
 // Declares ka-tune's options, bound to `a`.
 void add_options(CLI::App& app, Args& a) {
@@ -155,6 +198,7 @@ void add_options(CLI::App& app, Args& a) {
                "store the measured fusion decision per pattern and shape; the extractor then "
                "follows it");
   app.add_option("--filter", a.filter, "with --fusion: regex on the case names");
+  add_shard_options(app, a);
   app.add_flag("--list-strategies", a.list, "list the strategies and exit");
   app.add_flag("-q,--quiet", a.quiet, "no progress bar");
   app.add_flag("-v,--verbose", a.verbose, "debug logging");
@@ -239,20 +283,66 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
               "finals and chose the winner)\n");
 }
 
-// Sweeps --op's shapes (--shapes, then the op's cases of --suite) and prints the winners.
-int run_tune(Args& a) {
-  ka::tuner::TuneOptions& o = a.o;
-  if (o.op.empty()) return fail(2, "--op is required (e.g. --op aten::addmm)");
-  o.shapes = split_list(a.shapes);
+// --op's shapes: --shapes, then the op's cases of --suite. Throws ka::ValueError when none.
+std::vector<std::string> shapes_of(const Args& a) {
+  std::vector<std::string> shapes = split_list(a.shapes);
   if (!a.suite.empty()) {
     const auto s =
         ka::harness::load_suite_file(ka::harness::find_suite_file(a.suite, a.suites_dir));
+    std::size_t found = 0;
     for (const auto& c : s.cases) {
-      if (c.op == o.op) o.shapes.push_back(fmt::format("{}x{}x{}", c.m, c.k, c.n));
+      if (c.op != a.o.op) continue;
+      shapes.push_back(fmt::format("{}x{}x{}", c.m, c.k, c.n));
+      ++found;
     }
-    if (o.shapes.empty()) return fail(2, "suite '" + a.suite + "' has no " + o.op + " cases");
+    KA_CHECK(found != 0, "suite '", a.suite, "' has no ", a.o.op, " cases");
   }
-  if (o.shapes.empty()) return fail(2, "give --shapes or --suite");
+  KA_CHECK(!shapes.empty(), "give --shapes or --suite");
+  return shapes;
+}
+
+// --plan: the work of this command and its partition into shards.
+int print_plan(const Args& a, const std::vector<std::string>& shapes) {
+  const std::size_t count = std::max<std::size_t>(1, a.campaign.shards);
+  const ka::tuner::ShardId id = a.shard.empty() ? ka::tuner::ShardId{count, count}  // none marked
+                                                : ka::tuner::parse_shard(a.shard);
+  const auto plan = ka::tuner::plan_shards(a.o.op, shapes, id.count);
+  std::printf("%s", ka::tuner::describe_plan(a.o.op, plan, id.index).c_str());
+  std::printf("cores: this process may use %d (its affinity mask); each shard tunes for the "
+              "cores it is given%s\n",
+              ka::usable_cores(),
+              a.campaign.shards == 0
+                  ? ""
+                  : a.campaign.cpus_per_shard > 0
+                        ? fmt::format(" (--cpus-per-shard {})", a.campaign.cpus_per_shard).c_str()
+                        : " (whole nodes: --exclusive)");
+  return 0;
+}
+
+// --shard I/N: this process's part of the work, as shapes and their slices.
+void take_shard(Args& a) {
+  const ka::tuner::ShardId id = ka::tuner::parse_shard(a.shard);
+  const auto plan = ka::tuner::plan_shards(a.o.op, a.o.shapes, id.count);
+  a.o.shapes.clear();
+  a.o.slices.clear();
+  for (const ka::tuner::ShardItem& item : plan.at(id.index)) {
+    a.o.shapes.push_back(item.shape);
+    a.o.slices.push_back(item.slice);
+  }
+}
+
+// Sweeps --op's shapes (or this shard's part of them) and prints the winners.
+int run_tune(Args& a) {
+  ka::tuner::TuneOptions& o = a.o;
+  if (o.op.empty()) return fail(2, "--op is required (e.g. --op aten::addmm)");
+  o.shapes = shapes_of(a);
+  if (a.plan) return print_plan(a, o.shapes);
+  if (a.campaign.shards != 0) {
+    if (!a.shard.empty()) return fail(2, "--slurm makes the shards itself: drop --shard");
+    (void)ka::tuner::plan_shards(o.op, o.shapes, a.campaign.shards);  // refuses bad shapes now
+    return ka::apps::run_campaign(a.campaign, o.db_path, a.shard_args);
+  }
+  if (!a.shard.empty()) take_shard(a);
   print_outcomes(a, ka::tuner::tune(o));
   std::printf("see it: ka-db report --db %s --out report.html (convergence and a heatmap of "
               "the tunables per shape, one HTML file)\n",
@@ -268,6 +358,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) a.o.command_line += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{kAbout, "ka-tune"};
   add_options(app, a);
+  a.shard_args = ka::apps::shard_arguments(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -289,6 +380,10 @@ int main(int argc, char** argv) {
   if (a.list) {
     for (const auto& s : ka::tuner::strategy_names()) std::printf("%s\n", s.c_str());
     return 0;
+  }
+  if ((a.replay || a.fusion) && (!a.shard.empty() || a.plan || a.campaign.shards != 0)) {
+    return fail(2, "--shard, --plan and --slurm split a sweep's shapes; --replay and --fusion "
+                   "do not sweep");
   }
   if (a.device == "cuda" && (a.replay || a.fusion)) {
     return fail(2, "--replay and --fusion work on the CPU's trials; --device cuda goes with --op");

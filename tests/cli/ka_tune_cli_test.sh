@@ -188,6 +188,85 @@ case "$case_name" in
     [ $? -ne 0 ] || fail "--device tpu accepted"
     grep -q "tpu not in {cpu,cuda}" "$tmp/err" || fail "bad --device message"
     ;;
+  shards)
+    # --shard I/N: the N parts of a command together are exactly its unsharded sweep, with
+    # whole shapes dealt out (3 shapes, 2 shards) and with a shape's space sliced (2 shapes,
+    # 3 shards: one shape in two slices; aten::mm's equivalent configurations stay together).
+    for split in "16x24x8,40x8x16,8x8x8 2" "16x24x8,40x8x16 3"; do
+      read -r shapes n <<<"$split"
+      args=(--op aten::mm --shapes "$shapes" --strategy exhaustive --config-budget 0.002 --finalists 1 -q)
+      rm -f "$tmp"/*.db
+      "$ka_tune" "${args[@]}" --db "$tmp/whole.db" >"$tmp/out" 2>"$tmp/err" || fail "unsharded sweep failed"
+      for i in $(seq 0 $((n - 1))); do
+        "$ka_tune" "${args[@]}" --shard "$i/$n" --db "$tmp/shard-$i.db" >"$tmp/out" 2>"$tmp/err" ||
+          fail "shard $i/$n failed"
+      done
+      set_of() { "$sqlite3" "$1" "SELECT shape_key||' '||config FROM trials" | sort; }
+      set_of "$tmp/whole.db" >"$tmp/whole.txt"
+      for i in $(seq 0 $((n - 1))); do set_of "$tmp/shard-$i.db"; done | sort >"$tmp/shards.txt"
+      [ -s "$tmp/whole.txt" ] || fail "the unsharded sweep stored no trial"
+      cmp -s "$tmp/whole.txt" "$tmp/shards.txt" ||
+        fail "$n shards of $shapes: $(wc -l <"$tmp/shards.txt") trials, unsharded $(wc -l <"$tmp/whole.txt"): $(diff "$tmp/whole.txt" "$tmp/shards.txt" | head -n 4)"
+      for i in $(seq 0 $((n - 1))); do
+        r=$("$sqlite3" "$tmp/shard-$i.db" "SELECT count(*) FROM recommendations")
+        [ "$r" -ge 1 ] || fail "shard $i/$n recommended nothing"
+      done
+    done
+    # The plan: every shape once, the shard asked for marked; the cores of the affinity mask.
+    taskset -c 0 "$ka_tune" --op aten::mm --shapes 8x8x8,16x16x16,32x32x32 --plan --shard 1/2 >"$tmp/out" 2>"$tmp/err" ||
+      fail "--plan failed"
+    grep -q "^shard 1/2: .*<- this process" "$tmp/out" || fail "--plan does not mark shard 1/2"
+    [ "$(grep -cE '^  (8x8x8|16x16x16|32x32x32) +whole space' "$tmp/out")" = 3 ] || fail "--plan does not list each shape once"
+    grep -q "this process may use 1 " "$tmp/out" || fail "--plan under taskset -c 0 does not count one core"
+    [ ! -e ka.db ] || fail "--plan wrote a database"
+    expect_fail 2 "--shard '2/2': expected I/N" "$ka_tune" --op aten::mm --shapes 8x8x8 --shard 2/2
+    expect_fail 2 "--shard 'x': expected I/N" "$ka_tune" --op aten::mm --shapes 8x8x8 --shard x
+    expect_fail 2 "--slurm makes the shards itself" "$ka_tune" --op aten::mm --shapes 8x8x8 --shard 0/2 --slurm 2
+    ;;
+  campaign_scripts)
+    # --slurm --no-submit writes the campaign; its scripts run by hand (as Slurm would run
+    # them) shard the work, and the merge refuses while a shard is unfinished, naming it.
+    cd "$tmp" || fail "no scratch folder"
+    args=(--op aten::relu --shapes 1024,2048,4096 --strategy exhaustive --config-budget 0.002 --finalists 1 -q)
+    "$ka_tune" "${args[@]}" --db "$tmp/c.db" --slurm 2 --cpus-per-shard 1 --partition debug --time 5 \
+      --sbatch-arg=--account=proj --no-submit >"$tmp/out" 2>"$tmp/err" || fail "--slurm --no-submit failed"
+    camp="$tmp/c.db.campaign"
+    grep -qF "sbatch --parsable --array=0-1 '$camp/shard.sh'" "$tmp/out" || fail "no array submission printed"
+    grep -qF "sbatch --parsable --dependency=afterany:<array> '$camp/merge.sh'" "$tmp/out" || fail "no merge submission printed"
+    for line in "#SBATCH --cpus-per-task=1" "#SBATCH --partition=debug" "#SBATCH --time=5" \
+                "#SBATCH --account=proj" "#SBATCH --output=$camp/logs/shard-%a.log"; do
+      grep -qxF -- "$line" "$camp/shard.sh" || fail "shard.sh lacks '$line'"
+    done
+    command=$(grep "^'.*/ka-tune' " "$camp/shard.sh")
+    grep -q -- "'--slurm'\|'--no-submit'\|'--partition'\|'--cpus-per-shard'\|'--db'\|--sbatch-arg" <<<"$command" &&
+      fail "shard.sh passes the campaign's own options to the shards: $command"
+    grep -qF -- "'--op' 'aten::relu' '--shapes' '1024,2048,4096'" "$camp/shard.sh" || fail "shard.sh lacks the command"
+    SLURM_ARRAY_TASK_ID=0 bash "$camp/shard.sh" >"$tmp/out" 2>"$tmp/err" || fail "shard 0 failed"
+    [ -f "$camp/shard-0.done" ] || fail "shard 0 finished without its marker"
+    bash "$camp/merge.sh" >"$tmp/out" 2>"$tmp/err" && fail "the merge ran with shard 1 unfinished"
+    grep -qF "shard 1/2 did not finish; its log: $camp/logs/shard-1.log" "$tmp/err" || fail "the merge did not name shard 1"
+    [ ! -e "$tmp/c.db" ] || fail "a refused merge created the database"
+    SLURM_ARRAY_TASK_ID=1 bash "$camp/shard.sh" >"$tmp/out" 2>"$tmp/err" || fail "shard 1 failed"
+    bash "$camp/merge.sh" >"$tmp/out" 2>"$tmp/err" || fail "the merge failed: $(cat "$tmp/err")"
+    grep -q "device cpu|" "$tmp/out" || fail "the merge did not print the device's table"
+    "$ka_tune" "${args[@]}" --db "$tmp/whole.db" >/dev/null 2>&1 || fail "unsharded sweep failed"
+    n=$("$sqlite3" "$tmp/c.db" "SELECT count(*) FROM trials")
+    w=$("$sqlite3" "$tmp/whole.db" "SELECT count(*) FROM trials")
+    [ "$n" = "$w" ] || fail "merged campaign holds $n trials, the unsharded sweep $w"
+    r=$("$sqlite3" "$tmp/c.db" "SELECT count(DISTINCT shape_key) FROM recommendations")
+    [ "$r" = 3 ] || fail "merged campaign recommends for $r shapes, expected 3"
+    bash "$camp/merge.sh" >/dev/null 2>&1 || fail "merging again failed"
+    [ "$("$sqlite3" "$tmp/c.db" "SELECT count(*) FROM trials")" = "$n" ] || fail "merging again added trials"
+    "$ka_tune" "${args[@]}" --db "$tmp/c.db" --slurm 2 --cpus-per-shard 1 --partition debug --time 5 \
+      --sbatch-arg=--account=proj --no-submit >"$tmp/out" 2>"$tmp/err" || fail "resubmitting failed"
+    grep -q "nothing to submit" "$tmp/out" || fail "a finished campaign was submitted again"
+    expect_fail 2 "holds another campaign" "$ka_tune" --op aten::relu --shapes 1024 --db "$tmp/c.db" --slurm 2 --no-submit
+    expect_fail 2 "--sbatch-arg 'account': expected one sbatch option" "$ka_tune" "${args[@]}" --db "$tmp/d.db" --slurm 2 --sbatch-arg account --no-submit
+    PATH=/nonexistent "$ka_tune" "${args[@]}" --db "$tmp/e.db" --slurm 2 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "sbatch is not on PATH" "$tmp/err" || fail "without sbatch: exit $rc"
+    [ ! -e "$tmp/e.db.campaign" ] || fail "without sbatch, a campaign folder was written"
+    ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac
