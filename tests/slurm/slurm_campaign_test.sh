@@ -5,7 +5,8 @@
 # slurm.conf under a temporary folder, then:
 #   1. a 4-shard campaign (3 shapes: one sliced in two) and its merge job: the merged database
 #      holds every shard's trials exactly once and a recommendation per shape, and the same
-#      configurations as an unsharded ka-tune --strategy exhaustive on the same cores;
+#      configurations as an unsharded ka-tune --strategy exhaustive on the same cores; then a
+#      campaign on all cores (another fingerprint) into the same database: two device tables;
 #   2. a campaign cancelled half-way (scancel) and submitted again: only the unfinished shards
 #      run again, no trial is measured twice, and the merge equals the unsharded sweep;
 #   3. a campaign with a shard that fails: the merge job fails naming the shard and its log,
@@ -192,6 +193,23 @@ q "$work/one.db" "SELECT DISTINCT fingerprint FROM runs" | grep -q "|cores=1|" |
 "$ka_tune" "${work_args[@]}" --db "$work/one.db" "${slurm_args[@]}" >"$work/log/submit1b.out" 2>&1
 grep -q "nothing to submit" "$work/log/submit1b.out" || fail "resubmitting a finished campaign: $(cat "$work/log/submit1b.out")"
 echo "1. campaign: $(q "$work/one.db" "SELECT count(*) FROM trials") trials merged, as unsharded"
+
+# ---- 1b. shards of another device merged into the same database: tables kept apart ----
+# Shards bound to every core have another fingerprint (cores=$cpus) than one-core shards.
+if [ "$cpus" -ge 2 ]; then
+  "$ka_tune" --op aten::relu --shapes 1024,2048 --strategy exhaustive --config-budget 0.005 \
+    --db "$work/one.db" --campaign "$work/all-cores" --slurm 2 --cpus-per-shard "$cpus" --time 10 \
+    >"$work/log/submit1c.out" 2>&1 || fail "ka-tune --slurm: $(cat "$work/log/submit1c.out")"
+  wait_jobs "$work/all-cores" 300
+  [ -f "$work/all-cores/merged" ] || fail "the all-cores campaign was not merged"
+  devices=$(q "$work/one.db" "SELECT count(DISTINCT fingerprint) FROM recommendations")
+  [ "$devices" -eq 2 ] || fail "one.db holds recommendations of $devices device(s), expected 2"
+  listed=$("$ka_db" show --db "$work/one.db" --recommendations | grep -c "^  device cpu|")
+  [ "$listed" -eq 2 ] || fail "ka-db show lists $listed device table(s), expected 2"
+  q "$work/one.db" "SELECT count(*) FROM recommendations WHERE op = 'aten::relu' AND fingerprint LIKE '%|cores=$cpus|%'" |
+    grep -qx 2 || fail "the all-cores device's relu recommendations are missing"
+  echo "1b. a second device's campaign merged into the same database: 2 device tables"
+fi
 
 # ---- 2. cancelled half-way, then submitted again ----
 # Each shard stops itself (SIGSTOP) after storing `stop` trials (Note [Stopping after N trials
