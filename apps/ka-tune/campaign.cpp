@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -117,30 +116,33 @@ struct Campaign {
                        db.string(), joined(args));
   }
 
-  // #SBATCH lines both jobs share.
-  std::string common_directives() const {
-    std::string out;
-    if (!options.partition.empty()) out += "#SBATCH --partition=" + options.partition + "\n";
-    if (!options.time.empty()) out += "#SBATCH --time=" + options.time + "\n";
-    for (const std::string& a : options.sbatch_args) out += "#SBATCH " + a + "\n";
-    out += "#SBATCH --chdir=" + fs::current_path().string() + "\n";
-    return out;
+  // A job script's first lines: what it is, its #SBATCH lines (`resources`: the job's own),
+  // and `set -u`.
+  std::string script_head(const std::string& purpose, const std::string& job,
+                          const std::string& log, const std::string& resources) const {
+    std::string s = fmt::format(
+        "#!/bin/bash\n# {} Written by ka-tune --slurm;\n# running the same command again "
+        "rewrites it.\n",
+        purpose);
+    s += fmt::format("#SBATCH --job-name={}-{}\n", job, db.stem().string());
+    s += fmt::format("#SBATCH --output={}\n#SBATCH --ntasks=1\n", (dir / "logs" / log).string());
+    s += resources;
+    if (!options.partition.empty()) s += "#SBATCH --partition=" + options.partition + "\n";
+    if (!options.time.empty()) s += "#SBATCH --time=" + options.time + "\n";
+    for (const std::string& a : options.sbatch_args) s += "#SBATCH " + a + "\n";
+    s += "#SBATCH --chdir=" + fs::current_path().string() + "\n";
+    return s + "set -u\n";
   }
 
   std::string shard_script() const {
     const std::size_t n = options.shards;
-    std::string s = "#!/bin/bash\n";
-    s += "# A ka-tune campaign's shards, one per array task. Written by ka-tune --slurm; running\n"
-         "# the same command again rewrites it and resubmits the unfinished shards.\n";
-    s += fmt::format("#SBATCH --job-name=ka-tune-{}\n", db.stem().string());
-    s += fmt::format("#SBATCH --output={}/logs/shard-%a.log\n", dir.string());
-    s += "#SBATCH --ntasks=1\n";
-    s += options.cpus_per_shard > 0
-             ? fmt::format("#SBATCH --cpus-per-task={}\n", options.cpus_per_shard)
-             : std::string("#SBATCH --exclusive\n");
-    if (!options.gres.empty()) s += "#SBATCH --gres=" + options.gres + "\n";
-    s += common_directives();
-    s += "set -u\n";
+    std::string resources =
+        options.cpus_per_shard > 0
+            ? fmt::format("#SBATCH --cpus-per-task={}\n", options.cpus_per_shard)
+            : std::string("#SBATCH --exclusive\n");
+    if (!options.gres.empty()) resources += "#SBATCH --gres=" + options.gres + "\n";
+    std::string s = script_head("A ka-tune campaign's shards, one per array task.", "ka-tune",
+                                "shard-%a.log", resources);
     s += "i=\"${SLURM_ARRAY_TASK_ID:?submit this script with sbatch --array}\"\n";
     s += fmt::format("dir={}\n", quote(dir.string()));
     s += "rm -f \"$dir/merged\" \"$dir/shard-$i.done\"\n";
@@ -158,14 +160,9 @@ struct Campaign {
 
   std::string merge_script() const {
     const std::size_t n = options.shards;
-    std::string s = "#!/bin/bash\n";
-    s += "# A ka-tune campaign's merge job: every shard's database into one, or nothing.\n"
-         "# Written by ka-tune --slurm.\n";
-    s += fmt::format("#SBATCH --job-name=ka-merge-{}\n", db.stem().string());
-    s += fmt::format("#SBATCH --output={}/logs/merge.log\n", dir.string());
-    s += "#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n";
-    s += common_directives();
-    s += "set -u\n";
+    std::string s = script_head(
+        "A ka-tune campaign's merge job: every shard's database into one, or nothing.",
+        "ka-merge", "merge.log", "#SBATCH --cpus-per-task=1\n");
     s += fmt::format("dir={}\ndb={}\n", quote(dir.string()), quote(db.string()));
     s += "unfinished=0\n";
     s += fmt::format("for i in $(seq 0 {}); do\n", n - 1);
@@ -217,12 +214,12 @@ void check_folder(const Campaign& c) {
   }
   const fs::path jobs = c.dir / "jobs";
   if (!fs::exists(jobs)) return;
-  const std::string ids = read_text(jobs);
-  const Ran queued = run_shell("squeue -h -o %i -j " + quote(ids.substr(0, ids.find('\n'))));
+  const std::string text = read_text(jobs);
+  const std::string ids = text.substr(0, text.find('\n'));
+  const Ran queued = run_shell("squeue -h -o %i -j " + quote(ids));
   // squeue refuses ids it has forgotten (finished long ago): then none is queued.
   KA_CHECK(queued.status != 0 || queued.output.find_first_not_of(" \n") == std::string::npos,
-           "campaign ", c.dir.string(), " still has jobs in the queue (", ids.substr(0, ids.find('\n')),
-           "): wait for them, or scancel them, before submitting it again");
+           "campaign ", c.dir.string(), " still has jobs in the queue (", ids, "): wait for them, or scancel them, before submitting it again");
 }
 
 void write_script(const fs::path& path, const std::string& text) {
@@ -231,19 +228,19 @@ void write_script(const fs::path& path, const std::string& text) {
                   fs::perm_options::add);
 }
 
-// sbatch's job id from its --parsable output ("123" or "123;cluster").
+// sbatch's job id: the line of its --parsable output that is "123" or "123;cluster" (warnings
+// may come on other lines).
 std::string submit(const std::string& command) {
   const Ran r = run_shell(command);
-  std::size_t digits = 0;
-  const std::string& out = r.output;
-  const std::size_t start = out.find_first_not_of(" \n");
-  if (start != std::string::npos) {
-    while (start + digits < out.size() && std::isdigit(static_cast<unsigned char>(out[start + digits]))) {
-      ++digits;
-    }
+  std::string id;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string first = line.substr(0, line.find(';'));
+    if (!first.empty() && first.find_first_not_of("0123456789") == std::string::npos) id = first;
   }
-  KA_CHECK_TYPE(IoError, r.status == 0 && digits > 0, "sbatch failed (", command, "): ", out);
-  return out.substr(start, digits);
+  KA_CHECK_TYPE(IoError, r.status == 0 && !id.empty(), "sbatch failed (", command, "): ",
+                r.output);
+  return id;
 }
 
 }  // namespace
@@ -281,8 +278,9 @@ int run_campaign(const CampaignOptions& o, const std::string& db,
                         : fs::absolute(o.dir).lexically_normal();
   c.ka_tune = own_folder() / "ka-tune";
   c.ka_db = own_folder() / "ka-db";
-  KA_CHECK_TYPE(IoError, ::access(c.ka_db.c_str(), X_OK) == 0, "the merge job needs ka-db next to ka-tune (",
-                c.ka_db.string(), "); build or install it");
+  KA_CHECK_TYPE(IoError, ::access(c.ka_db.c_str(), X_OK) == 0,
+                "the merge job needs ka-db next to ka-tune (", c.ka_db.string(),
+                "); build or install it");
   KA_CHECK(o.no_submit || run_shell("command -v sbatch").status == 0,
            "sbatch is not on PATH: submit from a Slurm login node, or give --no-submit to only "
            "write the scripts");
