@@ -212,6 +212,10 @@ case "$case_name" in
         [ "$r" -ge 1 ] || fail "shard $i/$n recommended nothing"
       done
     done
+    # More slices than the space has classes: the empty slices are done at once, not errors.
+    "$ka_tune" --op aten::relu --shapes 4096 --strategy exhaustive --config-budget 0.002 -q \
+      --shard 199/200 --db "$tmp/empty.db" >"$tmp/out" 2>"$tmp/err" || fail "an empty slice failed"
+    grep -q "(empty slice)" "$tmp/out" || fail "an empty slice is not reported as such"
     # The plan: every shape once, the shard asked for marked; the cores of the affinity mask.
     taskset -c 0 "$ka_tune" --op aten::mm --shapes 8x8x8,16x16x16,32x32x32 --plan --shard 1/2 >"$tmp/out" 2>"$tmp/err" ||
       fail "--plan failed"

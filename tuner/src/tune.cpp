@@ -269,6 +269,14 @@ class ShapeTuner {
 
   // Sweeps the shape, times the finalists against the default and stores the winner.
   ShapeOutcome tune() {
+    if (space_.size() == 0) {
+      log().info("{}: slice {} of {} holds no configuration (the space has fewer classes of "
+                 "equivalent configurations than slices); nothing to do",
+                 out_.shape_key, slice_.part, slice_.parts);
+      out_.best_config = "(empty slice)";
+      out_.separated = true;  // no finals: nothing tied
+      return out_;
+    }
     const History h = sweep(resume_earlier_trials());
     if (!h.best()) {
       log().warn("{}: no configuration ran correctly; nothing recommended", out_.shape_key);
@@ -322,10 +330,10 @@ ShapeTuner::ShapeTuner(TuneRun& run, std::size_t index)
       slice_(index < o_.slices.size() ? o_.slices[index] : ShapeSlice{}),
       space_(slice_of(SearchSpace(threads_at_most(kernel_.space, o_.threads)), kernel_,
                       base().shape_key(), slice_)) {
-  KA_CHECK(space_.size() > 0, kernel_.name, " has no valid configuration to sweep for ", o_.op,
-           " at shape ", o_.shapes[index], " (--threads ", o_.threads,
-           slice_.whole() ? "" : ka::detail::str_cat(", slice ", slice_.part, " of ", slice_.parts),
-           ")");
+  // A slice may be empty: a space with fewer classes of configurations than slices.
+  KA_CHECK(space_.size() > 0 || !slice_.whole(), kernel_.name,
+           " has no valid configuration to sweep for ", o_.op, " at shape ", o_.shapes[index],
+           " (--threads ", o_.threads, ")");
   out_.shape = o_.shapes[index];
   if (!slice_.whole()) out_.shape += fmt::format(" [{}/{}]", slice_.part, slice_.parts);
   out_.shape_key = base().shape_key().str();
