@@ -211,6 +211,9 @@ void check_options(const MeasureOptions& o) {
 
 // Grows the batch until one sample lasts o.min_sample_s (within the budget); a call that takes
 // longer on its own needs no batching. `last_call_ns` is the last warm-up call's time (0: none).
+// Each size is judged by the shorter of two samples: one interrupted sample (a context switch
+// is tens of microseconds, as long as a whole sample of a tiny function) would otherwise stop
+// the growth early and leave every later sample shorter than min_sample_s.
 int automatic_batch(const std::function<double(int)>& time_calls, const MeasureOptions& o,
                     double last_call_ns, Clock::time_point start) {
   const double target_ns = o.min_sample_s * 1e9;
@@ -222,6 +225,7 @@ int automatic_batch(const std::function<double(int)>& time_calls, const MeasureO
     batch = static_cast<int>(std::min<double>(
         1 << 20, std::ceil(static_cast<double>(batch) * std::clamp(grow * 1.2, 2.0, 16.0))));
     sample_ns = time_calls(batch);
+    sample_ns = std::min(sample_ns, time_calls(batch));
   }
   return batch;
 }
