@@ -130,8 +130,8 @@ struct Campaign {
     if (!options.partition.empty()) s += "#SBATCH --partition=" + options.partition + "\n";
     if (!options.time.empty()) s += "#SBATCH --time=" + options.time + "\n";
     for (const std::string& a : options.sbatch_args) s += "#SBATCH " + a + "\n";
-    s += "#SBATCH --chdir=" + fs::current_path().string() + "\n";
-    return s + "set -u\n";
+    // The submission's folder, where the command's relative paths (--suites-dir) point.
+    return s + "set -u\ncd " + quote(fs::current_path().string()) + " || exit 1\n";
   }
 
   std::string shard_script() const {
@@ -276,6 +276,9 @@ int run_campaign(const CampaignOptions& o, const std::string& db,
   Campaign c{o, {}, fs::absolute(db).lexically_normal(), shard_args, {}, {}};
   c.dir = o.dir.empty() ? fs::path(c.db.string() + ".campaign")
                         : fs::absolute(o.dir).lexically_normal();
+  KA_CHECK(c.dir.string().find_first_of(" \t\n") == std::string::npos, "campaign folder '",
+           c.dir.string(), "': the logs' path goes into #SBATCH --output, which cannot hold "
+           "spaces; give --campaign a folder without them");
   c.ka_tune = own_folder() / "ka-tune";
   c.ka_db = own_folder() / "ka-db";
   KA_CHECK_TYPE(IoError, ::access(c.ka_db.c_str(), X_OK) == 0,

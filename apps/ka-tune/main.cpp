@@ -252,6 +252,11 @@ std::string failures(const ka::tuner::ShapeOutcome& r) {
   return fmt::format(", {} failed{}", r.failed, detail.empty() ? "" : " (" + detail + ")");
 }
 
+// A median for the summary; "-" where nothing was timed (an empty slice, no ok config).
+std::string time_or_dash(double ns) {
+  return ns > 0 ? ka::profiler::format_duration_ns(ns) : std::string("-");
+}
+
 // One line per tuned shape, and a legend.
 void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& outcomes) {
   const ka::tuner::TuneOptions& o = a.o;
@@ -265,8 +270,8 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
   for (const auto& r : outcomes) {
     std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s%s\n", r.shape.c_str(),
                 r.kernel.c_str(), r.best_config.c_str(),
-                ka::profiler::format_duration_ns(r.best_median_ns).c_str(),
-                ka::profiler::format_duration_ns(r.default_median_ns).c_str(), r.gain,
+                time_or_dash(r.best_median_ns).c_str(), time_or_dash(r.default_median_ns).c_str(),
+                r.gain,
                 r.evaluated, r.reused, r.space,
                 r.equivalent ? fmt::format(", {} equivalent", r.equivalent).c_str() : "",
                 r.shared ? fmt::format(", {} shared", r.shared).c_str() : "",
