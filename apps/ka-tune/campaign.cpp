@@ -106,9 +106,7 @@ struct Campaign {
   fs::path ka_tune;
   fs::path ka_db;
 
-  fs::path shard_db(std::size_t i) const { return dir / fmt::format("shard-{}.db", i); }
   fs::path done_marker(std::size_t i) const { return dir / fmt::format("shard-{}.done", i); }
-  fs::path shard_log(std::size_t i) const { return dir / "logs" / fmt::format("shard-{}.log", i); }
 
   // The identity of the campaign: a folder holds one.
   std::string identity() const {
@@ -219,7 +217,8 @@ void check_folder(const Campaign& c) {
   const Ran queued = run_shell("squeue -h -o %i -j " + quote(ids));
   // squeue refuses ids it has forgotten (finished long ago): then none is queued.
   KA_CHECK(queued.status != 0 || queued.output.find_first_not_of(" \n") == std::string::npos,
-           "campaign ", c.dir.string(), " still has jobs in the queue (", ids, "): wait for them, or scancel them, before submitting it again");
+           "campaign ", c.dir.string(), " still has jobs in the queue (", ids,
+           "): wait for them, or scancel them, before submitting it again");
 }
 
 void write_script(const fs::path& path, const std::string& text) {
