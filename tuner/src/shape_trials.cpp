@@ -71,6 +71,10 @@ std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& s
   return dims;
 }
 
+bool is_gemm(const std::string& op) {
+  return op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm";
+}
+
 std::uint64_t shape_tensor_bytes(const std::string& op, const std::vector<std::int64_t>& dims) {
   constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
   const auto times = [](std::uint64_t a, std::uint64_t b) {
@@ -83,7 +87,7 @@ std::uint64_t shape_tensor_bytes(const std::string& op, const std::vector<std::i
     d.push_back(static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0)));
   }
   std::uint64_t elements = 0;
-  if (op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm") {
+  if (is_gemm(op)) {
     const std::size_t o = op == "aten::bmm" ? 1 : 0;  // BxMxKxN: B multiplies everything
     const std::uint64_t m = d.at(o), k = d.at(o + 1), n = d.at(o + 2);
     elements = plus(plus(times(m, k), times(k, n)), times(2, times(m, n)));

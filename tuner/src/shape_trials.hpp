@@ -23,6 +23,10 @@ namespace ka::tuner::detail {
 /// the form the op expects.
 std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& shape);
 
+/// Whether `op` is one of the GEMMs (mm, addmm, bmm), whose dims are loop extents (B, M, K, N)
+/// rather than an input's sizes.
+bool is_gemm(const std::string& op);
+
 /// Bytes of the fp32 tensors a trial of `op` at `dims` (parse_dims) allocates: its inputs,
 /// ka's output and libtorch's reference. Saturates at UINT64_MAX.
 std::uint64_t shape_tensor_bytes(const std::string& op, const std::vector<std::int64_t>& dims);

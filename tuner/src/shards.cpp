@@ -59,8 +59,7 @@ double estimated_work(const std::string& op, const std::string& shape) {
   // and written at ~10 GB/s.
   constexpr double kFixed = 0.05;
   constexpr double kCalls = 30;
-  const bool gemm = op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm";
-  const double call = gemm ? product / 50e9 : product * 8.0 / 10e9;
+  const double call = detail::is_gemm(op) ? product / 50e9 : product * 8.0 / 10e9;
   return kFixed + kCalls * call;
 }
 
