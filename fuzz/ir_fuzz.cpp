@@ -1,6 +1,6 @@
 // The IR front end of graph cases: TorchScript IR text parsed as ka parses it
-// (torch::jit::parseIR; ka turns its c10::Error and std::exception into ka::ValueError, see
-// Runtime::run_graph and harness/src/suite.cpp), then lowered to ka's OpGraph by
+// (ka::runtime::parse_ir: a nesting bound, Note [IR nesting], then torch::jit::parseIR with
+// its errors turned into ka::ValueError), then lowered to ka's OpGraph by
 // Runtime::lower, as every graph case is before it runs. The parser is libtorch's and not
 // instrumented: libFuzzer's coverage is ka's lowering, and a finding is IR that crashes or
 // hangs the parser, or that lowering rejects with anything but a ka::Error.
@@ -11,7 +11,6 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/ir/irparser.h>
 
 #include <exception>
 #include <memory>
@@ -20,11 +19,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string ir(ka::fuzz::as_text(data, size));
-  auto graph = std::make_shared<torch::jit::Graph>();
+  std::shared_ptr<torch::jit::Graph> graph;
   try {
-    torch::jit::parseIR(ir, graph.get());
-  } catch (const std::exception&) {
-    return 0;  // rejected: c10::Error and the lexer's torch::jit::ErrorReport
+    graph = ka::runtime::parse_ir(ir);
+  } catch (const ka::ValueError&) {
+    return 0;  // rejected: too deeply nested, or the parser's c10::Error or ErrorReport
   }
   // Lowering only records the inputs; their values are never computed with.
   static const at::Tensor input = at::zeros({1});

@@ -8,7 +8,6 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/ir/irparser.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <pthread.h>
@@ -26,14 +25,11 @@ namespace ka::harness::detail {
 namespace {
 
 std::shared_ptr<torch::jit::Graph> parse(const SuiteCase& c) {
-  auto graph = std::make_shared<torch::jit::Graph>();
   try {
-    torch::jit::parseIR(c.ir, graph.get());
-  } catch (const c10::Error& e) {
-    KA_THROW(ValueError, "graph '", c.graph, "' of case '", c.name,
-             "' does not parse: ", e.what_without_backtrace());
+    return runtime::parse_ir(c.ir);
+  } catch (const ValueError& e) {
+    KA_THROW(ValueError, "graph '", c.graph, "' of case '", c.name, "': ", e.what());
   }
-  return graph;
 }
 
 std::string dims_text(at::IntArrayRef sizes, const char* sep) {

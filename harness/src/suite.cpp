@@ -4,9 +4,9 @@
 #include <ka/core/error.hpp>
 #include <ka/core/memory_limit.hpp>
 #include <ka/harness/suite.hpp>
+#include <ka/runtime/parse_ir.hpp>
 
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/ir/irparser.h>
 #include <yaml-cpp/yaml.h>
 
 
@@ -330,17 +330,13 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
   if (const YAML::Node params = c["params"]) sc.params = graph_params(path, params);
   sc.ir = instantiate(path, c, sc.graph, tmpl->second, sc.params);
 
-  auto graph = std::make_shared<torch::jit::Graph>();
+  std::shared_ptr<torch::jit::Graph> graph;
   try {
-    torch::jit::parseIR(sc.ir, graph.get());
-  } catch (const c10::Error& e) {
+    graph = runtime::parse_ir(sc.ir);
+  } catch (const ValueError& e) {
     fail(path, c["graph"].Mark(),
-         "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
-             ") does not parse: " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    fail(path, c["graph"].Mark(),
-         "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) +
-             ") does not parse: " + e.what());
+         "graph '" + sc.graph + "' (line " + std::to_string(tmpl->second.line) + "): " +
+             e.what());
   }
 
   const auto nodes = static_cast<std::int64_t>(detail::count_graph_nodes(*graph));

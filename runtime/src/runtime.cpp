@@ -8,14 +8,12 @@
 #include <ka/runtime/runtime.hpp>
 
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/ir/irparser.h>
 
 #include <cstdlib>
 #include <optional>
 #include <unordered_map>
 
 namespace ka::runtime {
-
 const char* to_string(SchedulePolicy /*p*/) noexcept { return "inputs-device"; }
 
 Runtime::Runtime() {
@@ -147,15 +145,7 @@ GraphResult Runtime::run_graph(torch::jit::Graph& graph, const std::vector<c10::
 
 GraphResult Runtime::run_graph(const std::string& ir, const std::vector<c10::IValue>& inputs,
                                const extractor::GraphOptions& options) const {
-  auto graph = std::make_shared<torch::jit::Graph>();
-  try {
-    torch::jit::parseIR(ir, graph.get());
-  } catch (const c10::Error& e) {
-    KA_THROW(ValueError, "TorchScript IR does not parse: ", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    KA_THROW(ValueError, "TorchScript IR does not parse: ", e.what());
-  }
-  return run_graph(*graph, inputs, options);
+  return run_graph(*parse_ir(ir), inputs, options);
 }
 
 }  // namespace ka::runtime

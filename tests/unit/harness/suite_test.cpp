@@ -261,7 +261,7 @@ groups:
        "suite: x\ngraphs:\n  g: |\n    graph(%a : Tensor):\n      %c : Tensor = aten::add(%a, "
        "%zz)\n      return (%c)\n"
        "groups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: [2]}}\n",
-       ":10:", "graph 'g' (line 3) does not parse"},
+       ":10:", "graph 'g' (line 3): TorchScript IR does not parse"},
       {"no_graphs",
        "suite: x\ngroups:\n  - model: m\n    cases:\n      - {name: c, graph: g, inputs: {a: "
        "[2]}}\n",

@@ -3,6 +3,7 @@
 
 #include <ka/dispatch/kernel_function.hpp>
 #include <ka/extractor/extractor.hpp>
+#include <ka/runtime/parse_ir.hpp>
 
 #include <ATen/core/ivalue.h>
 
