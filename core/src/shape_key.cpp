@@ -49,7 +49,9 @@ ShapeKey::ShapeKey(std::string op, std::vector<TensorSpec> args)
     }
     text_ += short_name(t.dtype);
     text_ += '[' + join_ints(t.sizes, ",") + ']';
-    text_ += t.contiguous ? 'c' : 's';
+    KA_CHECK(!(t.contiguous && t.transposed), "shape key for ", op_, " argument ", i,
+             " is both contiguous and transposed");
+    text_ += t.contiguous ? 'c' : t.transposed ? 't' : 's';
   }
   text_ += ')';
   hash_ = fnv1a64(text_);
@@ -79,9 +81,13 @@ ShapeKey ShapeKey::parse(std::string_view text) {
       }
     }
     const char layout = rest[rb + 1];
-    KA_CHECK(layout == 'c' || layout == 's', "bad layout '", layout, "' in shape key '", text,
-             "': expected c (contiguous) or s (strided)");
+    KA_CHECK(layout == 'c' || layout == 't' || layout == 's', "bad layout '", layout,
+             "' in shape key '", text,
+             "': expected c (contiguous), t (transposed matrix) or s (strided)");
+    KA_CHECK(layout != 't' || spec.sizes.size() == 2, "bad layout 't' in shape key '", text,
+             "': only a matrix can be transposed");
     spec.contiguous = layout == 'c';
+    spec.transposed = layout == 't';
     args.push_back(std::move(spec));
     rest = rest.substr(rb + 2);
     if (!rest.empty()) {

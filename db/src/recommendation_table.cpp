@@ -89,6 +89,7 @@ std::uint64_t signature_hash(std::string_view op, const std::vector<TensorSpec>&
   h = mix(h, args.size());
   for (const TensorSpec& t : args) {
     h = mix(h, (static_cast<std::uint64_t>(t.dtype) << 40) |
+                   (static_cast<std::uint64_t>(t.transposed) << 33) |
                    (static_cast<std::uint64_t>(t.contiguous) << 32) | t.sizes.size());
   }
   return h;
@@ -99,7 +100,8 @@ bool same_signature(const std::vector<TensorSpec>& signature,
   if (signature.size() != args.size()) return false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (signature[i].dtype != args[i].dtype || signature[i].sizes.size() != args[i].sizes.size() ||
-        signature[i].contiguous != args[i].contiguous) {
+        signature[i].contiguous != args[i].contiguous ||
+        signature[i].transposed != args[i].transposed) {
       return false;
     }
   }
@@ -397,7 +399,7 @@ void RecommendationTable::build(std::vector<Recommendation> rows, const KernelVe
       std::string signature = r.op + '|';
       for (const TensorSpec& t : key.args()) {
         signature += std::string(short_name(t.dtype)) + std::to_string(t.sizes.size()) +
-                     (t.contiguous ? "c," : "s,");
+                     (t.contiguous ? "c," : t.transposed ? "t," : "s,");
       }
       auto [it, inserted] = bucket_of.try_emplace(signature, buckets_.size());
       if (inserted) {
@@ -405,7 +407,7 @@ void RecommendationTable::build(std::vector<Recommendation> rows, const KernelVe
         b.op = r.op;
         for (const TensorSpec& t : key.args()) {
           b.signature.push_back(
-              {t.dtype, std::vector<std::int64_t>(t.sizes.size(), 0), t.contiguous});
+              {t.dtype, std::vector<std::int64_t>(t.sizes.size(), 0), t.contiguous, t.transposed});
         }
         b.dims = total_dims(key.args());
         buckets_.push_back(std::move(b));

@@ -179,7 +179,7 @@ std::size_t build_material(const KernelEntry& entry, const Packed& p, std::int64
     const kernels::TensorView& v = p.key_views[static_cast<std::size_t>(i)];
     m[n++] = static_cast<std::int64_t>(v.dtype);
     m[n++] = v.ndim;
-    m[n++] = v.is_contiguous() ? 1 : 0;
+    m[n++] = v.is_contiguous() ? 1 : v.is_transposed() ? 2 : 0;
     for (int d = 0; d < v.ndim; ++d) m[n++] = v.size(d);
   }
   return n;
@@ -201,7 +201,7 @@ ShapeKey shape_key_of(const Packed& p) {
   for (int i = 0; i < p.num_key_views; ++i) {
     const kernels::TensorView& v = p.key_views[static_cast<std::size_t>(i)];
     specs.push_back({v.dtype, std::vector<std::int64_t>(v.sizes.begin(), v.sizes.begin() + v.ndim),
-                     v.is_contiguous()});
+                     v.is_contiguous(), v.is_transposed()});
   }
   return ShapeKey(p.key_op, std::move(specs));
 }
@@ -1079,6 +1079,26 @@ std::unique_ptr<PreparedCall> Extractor::prepare_call(OpHandle op, const c10::IV
     call->status_ = entry.launchers.prepare_cpu(st.packed.args, call->config_, st.launch);
   }
   return call;
+}
+
+std::uint64_t Extractor::config_generation() const noexcept {
+  return impl_->generation.load(std::memory_order_acquire);
+}
+
+bool Extractor::last_eager_plan(TaskPlan& plan) const {
+  const ExtractionContext& last = t_last;
+  if (last.graph || !last.ok || last.op == nullptr || last.entry == nullptr ||
+      last.config == nullptr) {
+    return false;
+  }
+  plan.pattern.assign(last.op->signature);
+  plan.kernel.assign(last.entry->descriptor->name);
+  plan.kernel_version = last.entry->descriptor->version;
+  plan.device.assign(last.device.str());
+  plan.shape_key.assign(last.config->shape_key);
+  plan.config.assign(last.config->config.str());
+  plan.provenance = last.config->provenance;
+  return true;
 }
 
 std::string Extractor::dump_extraction_context() const {

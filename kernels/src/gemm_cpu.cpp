@@ -289,14 +289,16 @@ LaunchConfig complete_bmm_config(const ShapeKey& shape, const LaunchConfig& poin
   return c;
 }
 
-// Whether `config` of descriptor `d` can run `batch` GEMMs of shape `s`. Allocates nothing
-// unless it refuses (it runs on every call of gemm_f32_cpu).
+// Whether `config` of descriptor `d` can run `batch` GEMMs of shape `s`; `mat2_streamed`: a
+// skinny path can read mat2 (row-major or transposed). Allocates nothing unless it refuses
+// (it runs on every call of gemm_f32_cpu).
 Status check_gemm_point(const KernelDescriptor& d, const GemmShape& s, std::int64_t batch,
-                        bool mat2_row_major, const LaunchConfig& config) {
+                        bool mat2_streamed, const LaunchConfig& config) {
   if (Status st = d.space.check(config); !st) return st;
   if (config.get_or("skinny", 0) == 1) {
-    if (!mat2_row_major) {
-      return Status::unsupported("skinny=1 needs mat2 with unit column stride (row-major)");
+    if (!mat2_streamed) {
+      return Status::unsupported("skinny=1 needs mat2 row-major (unit column stride) or "
+                                 "transposed (unit row stride, as nn.Linear's weight)");
     }
     if (s.m > detail::kSkinnyMaxRows) {
       return Status::unsupported("skinny=1 takes M <= " + std::to_string(detail::kSkinnyMaxRows) +
@@ -364,9 +366,16 @@ LaunchConfig canonical_gemm_point(const GemmShape& s, std::int64_t batch, const 
   return c;
 }
 
+// Whether the skinny paths can read the GEMM's mat2 (its last argument): row-major, or the
+// transpose of a contiguous matrix (Note [Skinny dot products]).
+bool mat2_streamed(const ShapeKey& shape) {
+  const TensorSpec& mat2 = shape.args().back();
+  return mat2.contiguous || mat2.transposed;
+}
+
 Status check_gemm_config(const ShapeKey& shape, const LaunchConfig& config) {
-  return check_gemm_point(gemm_f32_cpu_descriptor(), gemm_shape(shape), 1,
-                          shape.args().back().contiguous, config);
+  return check_gemm_point(gemm_f32_cpu_descriptor(), gemm_shape(shape), 1, mat2_streamed(shape),
+                          config);
 }
 
 Status check_bmm_config(const ShapeKey& shape, const LaunchConfig& config) {
@@ -518,8 +527,8 @@ KernelDescriptor make_cpu_descriptor() {
   // 2: adds the skinny-M path (tunable `skinny`). 3: tiles are tasks packing B once per K
   // block and A per L2 block of rows (tile_m no longer sizes the A block). 4: split_k.
   // 5: micro_n and block_m. 6: the skinny path (and split_k) on every ISA, no longer AVX-512
-  // only.
-  d.version = 6;
+  // only. 7: skinny=1 also takes a transposed mat2 (Note [Skinny dot products]).
+  d.version = 7;
   d.ops = {"aten::mm", "aten::addmm"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
@@ -535,7 +544,7 @@ KernelDescriptor make_cpu_descriptor() {
   d.default_config = [](const ShapeKey& shape) {
     const GemmShape s = gemm_shape(shape);
     return complete_gemm_config(
-        shape, default_gemm_point(s, 1, cpu_thread_limit(), shape.args().back().contiguous));
+        shape, default_gemm_point(s, 1, cpu_thread_limit(), mat2_streamed(shape)));
   };
   d.canonical = [](const ShapeKey& shape, const LaunchConfig& point) {
     return canonical_gemm_point(gemm_shape(shape), 1, point);
@@ -656,7 +665,7 @@ const float* skinny_products(const SkinnyJob& job, std::int64_t k0, std::int64_t
   if (k1 > k0) {
     detail::SkinnyArgs part = job.operands;
     part.a += k0 * part.a_col_stride;
-    part.b += k0 * part.ldb;
+    part.b += k0 * part.b_k_stride();
     part.k = k1 - k0;
     part.c = tile.data();
     part.ldc = ld;
@@ -749,7 +758,10 @@ Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
                             CpuLaunch& launch) {
   const GemmShape s = detail::validate_addmm(args, DeviceType::kCPU);
   const bool mat2_row_major = args.mat2.stride(1) == 1 || s.n <= 1;
-  if (Status st = check_gemm_point(gemm_f32_cpu_descriptor(), s, 1, mat2_row_major, config); !st) {
+  const bool mat2_transposed = !mat2_row_major && args.mat2.stride(0) == 1;
+  if (Status st = check_gemm_point(gemm_f32_cpu_descriptor(), s, 1,
+                                   mat2_row_major || mat2_transposed, config);
+      !st) {
     return st;
   }
   const auto threads = static_cast<int>(config.get_or("threads", 1));
@@ -765,12 +777,19 @@ Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
     job.beta = args.beta;
     job.epilogue = args.epilogue;
     job.shape = s;
-    job.operands = detail::SkinnyArgs{args.mat1.data_as<const float>(), args.mat1.stride(0),
-                                      args.mat1.stride(1), args.mat2.data_as<const float>(),
-                                      args.mat2.stride(0), args.out.data_as<float>(),
-                                      args.out.stride(0), s.m, s.k, config.get_or("tile_k", 256),
-                                      args.alpha};
-    job.columns = active_micro_kernel().skinny;
+    job.operands = detail::SkinnyArgs{args.mat1.data_as<const float>(),
+                                      args.mat1.stride(0),
+                                      args.mat1.stride(1),
+                                      args.mat2.data_as<const float>(),
+                                      args.mat2.stride(mat2_transposed ? 1 : 0),
+                                      args.out.data_as<float>(),
+                                      args.out.stride(0),
+                                      s.m,
+                                      s.k,
+                                      config.get_or("tile_k", 256),
+                                      args.alpha,
+                                      mat2_transposed};
+    job.columns = mat2_transposed ? active_micro_kernel().skinny_dot : active_micro_kernel().skinny;
     job.cols = config.get_or("tile_n", 256);
     job.k_parts = config.get_or("split_k", 1);
     if (job.k_parts > 1) {

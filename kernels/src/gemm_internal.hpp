@@ -45,14 +45,15 @@ struct SkinnyArgs;
 using SkinnyColumns = void (*)(const SkinnyArgs& s, std::int64_t col_begin,
                                std::int64_t col_end);
 
-/// A micro-kernel, the packing routines of its ISA and the ISA's skinny-M (decode) path.
+/// A micro-kernel, the packing routines of its ISA and the ISA's skinny-M (decode) paths.
 struct MicroKernelInfo {
   const char* isa;
   int cols;  ///< nr
   MicroKernel fn;
   PackA pack_a;
   PackB pack_b;
-  SkinnyColumns skinny;
+  SkinnyColumns skinny;     ///< B row-major
+  SkinnyColumns skinny_dot;  ///< B transposed (Note [Skinny dot products])
 };
 
 /// An ISA's micro-kernel `cols` wide (the tunable micro_n); 0 gives the ISA's default width
@@ -74,7 +75,14 @@ void pack_b_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int
 void pack_a_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
                  std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst);
 
-/// The operands of the skinny-M path: B row-major (unit column stride), any A strides.
+/// AVX2 packing of a transposed B (s0 == 1, columns contiguous along K; nr a multiple of 8),
+/// by 8 x 8 transposes (Note [Packing a transposed B]); also used by the AVX-512 kernel.
+void pack_b_transposed_avx2(const float* src, std::int64_t s1, std::int64_t k0, std::int64_t kb,
+                            std::int64_t col0, std::int64_t cols, std::int64_t nr, float* dst);
+
+/// The operands of the skinny-M paths: any A strides; B row-major (element (k, j) at
+/// b[k * ldb + j]), or with b_transposed its columns contiguous (element (k, j) at
+/// b[j * ldb + k]).
 struct SkinnyArgs {
   const float* a;
   std::int64_t a_row_stride, a_col_stride;
@@ -85,6 +93,10 @@ struct SkinnyArgs {
   std::int64_t m, k;
   std::int64_t tile_k;
   float alpha;
+  bool b_transposed;
+
+  /// The distance in B between consecutive k.
+  [[nodiscard]] std::int64_t b_k_stride() const { return b_transposed ? 1 : ldb; }
 };
 
 /// The most rows of A the skinny path takes (its strips keep every row's accumulators in
@@ -96,6 +108,10 @@ constexpr int kSkinnyMaxRows = 16;
 void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
 void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
 void skinny_columns_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
+/// The same for a transposed B (Note [Skinny dot products], gemm_skinny_dot.hpp).
+void skinny_dot_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
+void skinny_dot_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
+void skinny_dot_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
 /// Rows of B a skinny pass reads before the next (every row of A is applied to each of them
 /// while its vectors are in registers).
 constexpr std::int64_t kSkinnyRowsPerPass = 8;

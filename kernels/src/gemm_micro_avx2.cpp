@@ -2,6 +2,8 @@
 // only called after the CPU was checked for both (see gemm_cpu_isa()).
 #include "gemm_internal.hpp"
 
+#include <ka/core/error.hpp>
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -108,6 +110,43 @@ void pack_a_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
   }
 }
 
+// Note [Packing a transposed B]
+// nn.Linear's B is the transpose of its weight: each column of B is a contiguous row of W.
+// A sliver wants nr values per k, so 8 columns at a time are loaded 8 k at a time (8 vectors
+// along K) and transposed into 8 vectors along N, as pack_a_avx2 does for A's rows; columns
+// past the edge are zero vectors before the transpose. The generic packing's gather (one
+// float per load, a cache line per column for every k) made packing cost more than the
+// arithmetic at 256 x 256.
+void pack_b_transposed_avx2(const float* src, std::int64_t s1, std::int64_t k0, std::int64_t kb,
+                            std::int64_t col0, std::int64_t cols, std::int64_t nr, float* dst) {
+  KA_ASSERT(nr % 8 == 0, "pack_b_transposed_avx2: nr = ", nr);
+  for (std::int64_t s = 0; s * nr < cols; ++s) {
+    float* out = dst + s * nr * kb;
+    const std::int64_t width = std::min(nr, cols - s * nr);
+    for (std::int64_t g = 0; g * 8 < nr; ++g) {
+      const std::int64_t live = std::clamp<std::int64_t>(width - g * 8, 0, 8);
+      const std::int64_t last = std::max<std::int64_t>(live - 1, 0);
+      const float* in[8];
+      for (std::int64_t c = 0; c < 8; ++c) {
+        in[c] = src + (col0 + s * nr + g * 8 + std::min(c, last)) * s1 + k0;
+      }
+      float* o = out + g * 8;
+      std::int64_t k = 0;
+      for (; k + 8 <= kb; k += 8) {
+        __m256 v[8];
+        for (int c = 0; c < 8; ++c) {
+          v[c] = c < live ? _mm256_loadu_ps(in[c] + k) : _mm256_setzero_ps();
+        }
+        transpose8x8(v);
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(o + (k + j) * nr, v[j]);
+      }
+      for (; k < kb; ++k) {
+        for (std::int64_t c = 0; c < 8; ++c) o[k * nr + c] = c < live ? in[c][k] : 0.0F;
+      }
+    }
+  }
+}
+
 namespace {
 
 // B's slivers with unit-stride rows: nr / 8 vector copies per k; a partial sliver's masked
@@ -116,6 +155,10 @@ namespace {
 void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
                  std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
                  float* dst) {
+  if (s0 == 1 && s1 != 1 && nr % 8 == 0) {
+    pack_b_transposed_avx2(src, s1, k0, kb, col0, cols, nr, dst);
+    return;
+  }
   if (s1 != 1 || nr % 8 != 0) {
     pack_b_generic(src, s0, s1, k0, kb, col0, cols, nr, dst);
     return;
@@ -144,8 +187,9 @@ void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
 }  // namespace
 
 MicroKernelInfo micro_kernel_avx2(int cols) {
-  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr, nullptr};
-  return {"avx2", 16, &micro_6x16, &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2};
+  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr};
+  return {"avx2", 16, &micro_6x16, &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2,
+          &skinny_dot_avx2};
 }
 
 }  // namespace ka::kernels::detail

@@ -57,6 +57,10 @@ void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::i
 void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
                    std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
                    float* dst) {
+  if (s0 == 1 && s1 != 1) {  // Note [Packing a transposed B]
+    pack_b_transposed_avx2(src, s1, k0, kb, col0, cols, nr, dst);
+    return;
+  }
   if (s1 != 1 || nr % 16 != 0) {
     pack_b_generic(src, s0, s1, k0, kb, col0, cols, nr, dst);
     return;
@@ -83,15 +87,20 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
   }
 }
 
+MicroKernelInfo with_width(int cols, MicroKernel fn) {
+  return {"avx512", cols, fn, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512,
+          &skinny_dot_avx512};
+}
+
 }  // namespace
 
 MicroKernelInfo micro_kernel_avx512(int cols) {
   switch (cols) {
-    case 16: return {"avx512", 16, &micro_6xv<1>, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512};
+    case 16: return with_width(16, &micro_6xv<1>);
     case 0:
-    case 32: return {"avx512", 32, &micro_6xv<2>, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512};
-    case 48: return {"avx512", 48, &micro_6xv<3>, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512};
-    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr};
+    case 32: return with_width(32, &micro_6xv<2>);
+    case 48: return with_width(48, &micro_6xv<3>);
+    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr, nullptr};
   }
 }
 

@@ -1,6 +1,7 @@
 // Portable micro-kernel: 6 x 16 floats in plain C++ (the compiler vectorises what the baseline
 // ISA allows). The fallback on CPUs without AVX2.
 #include "gemm_internal.hpp"
+#include "gemm_skinny_dot.hpp"
 
 #include <ka/core/ceil_div.hpp>
 
@@ -93,10 +94,47 @@ void skinny_columns_generic(const SkinnyArgs& s, std::int64_t col_begin, std::in
   });
 }
 
+namespace {
+
+// The vector type of skinny_dot_columns: 8 floats in plain C++, which the compiler maps to
+// what the baseline ISA has.
+struct PortableFloats {
+  static constexpr int kWidth = 8;
+  struct T {
+    float v[kWidth];
+  };
+  static T zero() { return T{}; }
+  static T load(const float* p) {
+    T t;
+    std::copy(p, p + kWidth, t.v);
+    return t;
+  }
+  static T load_first(const float* p, int n) {
+    T t{};
+    std::copy(p, p + n, t.v);
+    return t;
+  }
+  static T fma(const T& a, const T& b, T c) {
+    for (int i = 0; i < kWidth; ++i) c.v[i] += a.v[i] * b.v[i];
+    return c;
+  }
+  static float sum(const T& t) {
+    float s = 0.0F;
+    for (float x : t.v) s += x;
+    return s;
+  }
+};
+
+}  // namespace
+
+void skinny_dot_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
+  skinny_dot_columns<PortableFloats, 4, 4>(s, col_begin, col_end);
+}
+
 MicroKernelInfo micro_kernel_generic(int cols) {
-  if (cols != 0 && cols != kCols) return {"generic", cols, nullptr, nullptr, nullptr, nullptr};
+  if (cols != 0 && cols != kCols) return {"generic", cols, nullptr, nullptr, nullptr, nullptr, nullptr};
   return {"generic", kCols, &micro_6x16_portable, &pack_a_generic, &pack_b_generic,
-          &skinny_columns_generic};
+          &skinny_columns_generic, &skinny_dot_generic};
 }
 
 }  // namespace ka::kernels::detail

@@ -2,6 +2,7 @@
 // along its rows, every row of A applied to each vector of B as it arrives (Note [Skinny rows
 // in one pass]). Compiled with -mavx2 -mfma; called only on CPUs that have both.
 #include "gemm_internal.hpp"
+#include "gemm_skinny_dot.hpp"
 
 #include <immintrin.h>
 
@@ -103,7 +104,32 @@ constexpr std::array<SkinnyGroupKernel, kMaxGroupRows> kNarrow = {
     &group_x_columns<4, 2>, &group_x_columns<5, 2>, &group_x_columns<6, 2>};
 constexpr std::array<SkinnyGroupKernel, 2> kWide = {&group_x_columns<1, 4>, &group_x_columns<2, 4>};
 
+// The vector type of skinny_dot_columns.
+struct Avx2Floats {
+  using T = __m256;
+  static constexpr int kWidth = 8;
+  static T zero() { return _mm256_setzero_ps(); }
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static T load_first(const float* p, int n) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lanes));
+  }
+  static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  static float sum(T v) {
+    const __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
+    return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+  }
+};
+
 }  // namespace
+
+// Up to 3 rows of A x 3 columns of B: 9 accumulators, 3 vectors of B and one of A in AVX2's
+// 16 registers (4 x 4 would need 21 and spill).
+void skinny_dot_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
+  KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
+  skinny_dot_columns<Avx2Floats, 3, 3>(s, col_begin, col_end);
+}
 
 void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);

@@ -2,6 +2,7 @@
 // from memory, never packed, each element read once with every row of A applied to it (Note
 // [Skinny rows in one pass]). Compiled with -mavx512f -mfma; called only on AVX-512 CPUs.
 #include "gemm_internal.hpp"
+#include "gemm_skinny_dot.hpp"
 
 #include <immintrin.h>
 
@@ -108,7 +109,36 @@ constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kMaxGroupR
 constexpr std::array<SkinnyGroupKernel, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns<2, 4>,
                                           &rows_x_columns<3, 4>, &rows_x_columns<4, 4>};
 
+// The vector type of skinny_dot_columns.
+struct Avx512Floats {
+  using T = __m512;
+  static constexpr int kWidth = 16;
+  static T zero() { return _mm512_setzero_ps(); }
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static T load_first(const float* p, int n) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1U << n) - 1U), p);
+  }
+  static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  // Through memory: _mm512_reduce_add_ps and the lane shuffles build on an "undefined" vector
+  // that GCC 12 reports as maybe-uninitialized under -Werror. A tile sums each accumulator
+  // once per K block, so this is not on the hot loop.
+  static float sum(T v) {
+    alignas(64) float lanes[kWidth];
+    _mm512_store_ps(lanes, v);
+    float s = 0.0F;
+    for (float x : lanes) s += x;
+    return s;
+  }
+};
+
 }  // namespace
+
+// Up to 4 rows of A x 4 columns of B: 16 accumulators, 4 vectors of B and one of A in 32
+// registers; each vector of B feeds 4 FMAs and each of A 4.
+void skinny_dot_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
+  KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
+  skinny_dot_columns<Avx512Floats, 4, 4>(s, col_begin, col_end);
+}
 
 void skinny_columns_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);

@@ -25,7 +25,9 @@ TEST(ShapeKey, RoundTrips) {
   for (const ShapeKey& k :
        {addmm_key(), ShapeKey("aten::add.Tensor", {{DType::kBFloat16, {}, true}}),
         ShapeKey("aten::zeros", {}),
-        ShapeKey("aten::mm", {{DType::kFloat32, {0, 5}, true}, {DType::kFloat32, {5, 0}, true}})}) {
+        ShapeKey("aten::mm", {{DType::kFloat32, {0, 5}, true}, {DType::kFloat32, {5, 0}, true}}),
+        ShapeKey("aten::mm", {{DType::kFloat32, {1, 64}, true},
+                              {DType::kFloat32, {64, 32}, false, true}})}) {
     const ShapeKey back = ShapeKey::parse(k.str());
     EXPECT_EQ(back, k);
     EXPECT_EQ(back.args(), k.args());
@@ -43,6 +45,18 @@ TEST(ShapeKey, HashIsFnv1aOfTheCanonicalText) {
   EXPECT_EQ(addmm_key().hash(), fnv1a64(addmm_key().str()));
   EXPECT_NE(addmm_key().hash(),
             ShapeKey::parse("aten::addmm(f32[3072]c,f32[512,768]c,f32[768,3072]c)").hash());
+}
+
+// nn.Linear's weight reaches the GEMM as the transpose of a contiguous matrix: its own layout
+// letter, so tables keep it apart from row-major and from other strided mat2s.
+TEST(ShapeKey, TransposedMatricesHaveTheirOwnLayout) {
+  const ShapeKey t("aten::mm", {{DType::kFloat32, {1, 64}, true},
+                                {DType::kFloat32, {64, 32}, false, true}});
+  EXPECT_EQ(t.str(), "aten::mm(f32[1,64]c,f32[64,32]t)");
+  EXPECT_NE(t, ShapeKey::parse("aten::mm(f32[1,64]c,f32[64,32]s)"));
+  EXPECT_NE(t, ShapeKey::parse("aten::mm(f32[1,64]c,f32[64,32]c)"));
+  EXPECT_THROW(ShapeKey::parse("aten::sum(f32[2,3,4]t)"), ValueError);  // only a matrix
+  EXPECT_THROW(ShapeKey("aten::mm", {{DType::kFloat32, {2, 2}, true, true}}), ValueError);
 }
 
 TEST(ShapeKey, OverloadNamesAreDistinct) {

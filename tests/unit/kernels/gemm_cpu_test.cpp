@@ -88,6 +88,11 @@ TEST(GemmCpu, OddShapesEveryIsaSeveralConfigs) {
                                  "x" + std::to_string(s.n) + " " + cfg.str();
         expect_matches(bias, a, b, 1.0F, 1.0F, cfg, what + " addmm");
         expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+        // nn.Linear's B (Note [Packing a transposed B]) and a B with no unit stride.
+        expect_matches(bias, a, b.t().contiguous().t(), 1.0F, 1.0F, cfg, what + " B transposed");
+        const at::Tensor spaced = at::rand({2 * s.k, 2 * s.n}).slice(0, 0, 2 * s.k, 2)
+                                      .slice(1, 0, 2 * s.n, 2);
+        expect_matches(bias, a, spaced, 1.0F, 1.0F, cfg, what + " B strided");
       }
     }
   }
@@ -292,6 +297,11 @@ TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
         expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
         // A may have any strides: a transposed view.
         expect_matches(bias, a.t().contiguous().t(), b, 1.0F, 1.0F, cfg, what + " A column-major");
+        // B transposed (nn.Linear's weight): the dot-product path, also with A strided.
+        const at::Tensor bt = b.t().contiguous().t();
+        expect_matches(bias, a, bt, 0.5F, 1.5F, cfg, what + " B transposed");
+        expect_matches(at::Tensor(), a.t().contiguous().t(), bt, 1.0F, 1.0F, cfg,
+                       what + " A and B column-major");
       }
     }
   }
@@ -318,6 +328,7 @@ TEST(GemmCpu, SplitKMatchesLibtorchOnEveryThreadCount) {
                                    cfg.str();
           expect_matches(bias, a, b, 0.5F, 1.5F, cfg, what);
           expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, what + " mm");
+          expect_matches(bias, a, b.t().contiguous().t(), 0.5F, 1.5F, cfg, what + " B transposed");
         }
       }
     }
@@ -354,14 +365,15 @@ TEST(GemmCpu, SkinnyPathRefusesMoreThanSixteenRows) {
   EXPECT_NE(st.reason().find("M <= 16"), std::string::npos) << st.reason();
 }
 
-TEST(GemmCpu, SkinnyPathRefusesColumnMajorB) {
+TEST(GemmCpu, SkinnyPathRefusesBWithoutAUnitStride) {
   const at::Tensor a = at::rand({3, 40});
-  const at::Tensor b = at::rand({50, 40}).t();  // [40, 50], column-major
+  const at::Tensor b = at::rand({80, 100}).slice(0, 0, 80, 2).slice(1, 0, 100, 2);  // [40, 50]
   at::Tensor out = at::empty({3, 50});
   AddmmArgs args = mm_args(out, a, b);
   const Status st = gemm_f32_cpu(args, config(6, 64, 64, 1, 1));
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.reason().find("unit column stride"), std::string::npos) << st.reason();
+  EXPECT_TRUE(gemm_f32_cpu(args, config(6, 64, 64, 1, 0)).is_ok());  // the packed path takes it
 }
 
 // Every ISA path has the skinny (decode) path, and the default heuristic takes it for a

@@ -126,10 +126,14 @@ TEST(GemmDescriptor, DefaultPicksSkinnyForDecodeShapesOnly) {
   EXPECT_EQ(d.default_config(addmm_shape_key(16, 4096, 4096, false)).get_or("skinny", -1), 1);
   EXPECT_EQ(d.default_config(addmm_shape_key(17, 4096, 4096, false)).get_or("skinny", -1), 0);
   EXPECT_EQ(d.default_config(addmm_shape_key(512, 768, 768)).get_or("skinny", -1), 0);
-  // A transposed weight (linear's mat2 = weight.t()) is not row-major: packed path.
+  // A transposed weight (linear's mat2 = weight.t()) streams through the dot-product path; any
+  // other strided mat2 is packed.
   const ShapeKey transposed("aten::mm", {{DType::kFloat32, {1, 4096}, true},
-                                         {DType::kFloat32, {4096, 4096}, false}});
-  EXPECT_EQ(d.default_config(transposed).get_or("skinny", -1), 0);
+                                         {DType::kFloat32, {4096, 4096}, false, true}});
+  EXPECT_EQ(d.default_config(transposed).get_or("skinny", -1), 1);
+  const ShapeKey strided("aten::mm", {{DType::kFloat32, {1, 4096}, true},
+                                      {DType::kFloat32, {4096, 4096}, false}});
+  EXPECT_EQ(d.default_config(strided).get_or("skinny", -1), 0);
 }
 
 // The canonical form (what a tuner measures once): points that differ only where the shape

@@ -15,9 +15,13 @@ struct TensorSpec {
   DType dtype = DType::kFloat32;
   std::vector<std::int64_t> sizes;
   bool contiguous = true;
+  /// A 2-D tensor laid out as the transpose of a contiguous one (strides (1, rows)), as the
+  /// weight of nn.Linear reaches a GEMM; never also contiguous.
+  bool transposed = false;
 
   friend bool operator==(const TensorSpec& a, const TensorSpec& b) {
-    return a.dtype == b.dtype && a.sizes == b.sizes && a.contiguous == b.contiguous;
+    return a.dtype == b.dtype && a.sizes == b.sizes && a.contiguous == b.contiguous &&
+           a.transposed == b.transposed;
   }
   friend bool operator!=(const TensorSpec& a, const TensorSpec& b) { return !(a == b); }
 };
@@ -27,7 +31,8 @@ struct TensorSpec {
 ///
 /// Canonical text form, which parse() turns back into an equal value:
 ///   aten::addmm(f32[3072]c,f32[512,768]c,f32[768,3072]s)
-/// (`c` contiguous, `s` strided; a 0-d tensor is `f32[]c`).
+/// (`c` contiguous, `t` the transpose of a contiguous matrix, `s` otherwise strided; a 0-d
+/// tensor is `f32[]c`).
 class ShapeKey {
  public:
   ShapeKey() = default;

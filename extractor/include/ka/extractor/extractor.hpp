@@ -201,6 +201,14 @@ class Extractor {
   FusionChecker& fusion_checker() noexcept { return fusion_; }
   executor::CpuExecutor& cpu_executor() noexcept { return *cpu_executor_; }
 
+  /// What this thread's last eager call ran: fills `plan`'s pattern (the op's signature),
+  /// kernel, version, device, shape key, config and provenance, reusing its strings, and
+  /// returns true; false when that call failed or no eager call has run. Cheaper than
+  /// dump_extraction_context(): for callers that log every call (libka_torch's explain).
+  bool last_eager_plan(TaskPlan& plan) const;
+  /// Changes whenever the configurations calls run with may change (set_table): a caller that
+  /// keeps last_eager_plan() per shape re-reads it only when this differs.
+  [[nodiscard]] std::uint64_t config_generation() const noexcept;
   /// JSON describing this thread's last extraction: the request, the stage reached, fusion
   /// groups, kernels, configs with provenance, MemRanges, and the error if one occurred.
   [[nodiscard]] std::string dump_extraction_context() const;

@@ -51,6 +51,11 @@ struct TensorView {
     }
     return true;
   }
+  /// True for a matrix laid out as the transpose of a contiguous one (column-major: strides
+  /// (1, rows)) that is not also contiguous: nn.Linear's weight as the GEMM's B.
+  [[nodiscard]] bool is_transposed() const noexcept {
+    return ndim == 2 && size(0) > 1 && size(1) > 1 && stride(0) == 1 && stride(1) == size(0);
+  }
   template <typename T>
   [[nodiscard]] T* data_as() const noexcept {
     return static_cast<T*>(data);
