@@ -13,6 +13,7 @@ packages=(
   clang-14 libfuzzer-14-dev              # the fuzz preset (scripts/fuzz.sh): libFuzzer targets
   chromium fonts-dejavu-core python3     # the browser test of ka-db report (label browser)
   slurm-wlm munge                        # the one-node Slurm cluster of the slurm test
+  python3-torch python3-pytest python3-yaml  # libka_torch from Python: package `ka`, its tests
 )
 
 missing=()

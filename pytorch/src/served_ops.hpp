@@ -1,0 +1,27 @@
+// The operators libka_torch serves: each runs ka's pipeline when ka takes the call and
+// libtorch's own CPU kernel (at::cpu::) when it does not. Registered as torch.ops.ka.<op>
+// and, while ka is enabled, in front of aten's CPU kernels.
+#pragma once
+
+#include <torch/library.h>
+
+namespace ka::pytorch::detail {
+
+/// Adds the CPU kernels of the aten operators ka can take over to `lib` (an IMPL library
+/// for namespace `aten`, or `ka` with the same schemas).
+void impl_served_ops(::torch::Library& lib);
+/// Adds the composite operators that exist only as torch.ops.ka.<op> (linear, layer_norm,
+/// softmax.int): in aten they are CompositeImplicitAutograd and reach ka through the
+/// operators above.
+void impl_ka_only_ops(::torch::Library& lib);
+/// Defines the operators of impl_served_ops and impl_ka_only_ops in `lib` (namespace ka)
+/// with aten's schemas.
+void def_served_ops(::torch::Library& lib);
+
+/// Registers, for every torch.ops.ka operator, autograd's "not implemented" kernels: a
+/// backward through torch.ops.ka.<op> is a clear error (the aten override keeps autograd).
+/// `inplace_or_view` is an IMPL library for the ADInplaceOrView key.
+void impl_autograd_not_implemented(::torch::Library& autograd,
+                                   ::torch::Library& inplace_or_view);
+
+}  // namespace ka::pytorch::detail

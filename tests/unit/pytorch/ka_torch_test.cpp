@@ -1,0 +1,143 @@
+// libka_torch from a C++ libtorch program: the library linked, enable() puts ka's kernels in
+// front of aten's CPU kernels in c10's dispatcher, at:: calls match the same calls with
+// libtorch's kernels (the oracle), refused calls run on libtorch's kernel, and disable()
+// leaves every dispatch table as it was.
+#include <ka/pytorch/ka_torch.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace ka::pytorch {
+namespace {
+
+class KaTorch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    disable();
+    reset();
+    at::manual_seed(0);
+  }
+  void TearDown() override { disable(); }
+};
+
+nlohmann::json report() { return nlohmann::json::parse(report_json()); }
+
+// Calls of `op` that ran on ka's kernels and on libtorch's, from the report.
+std::pair<std::int64_t, std::int64_t> served(const std::string& op) {
+  std::pair<std::int64_t, std::int64_t> n{0, 0};
+  for (const auto& row : report()) {
+    if (row["op"] == op) {
+      n.first += row["ka_calls"].get<std::int64_t>();
+      n.second += row["fallback_calls"].get<std::int64_t>();
+    }
+  }
+  return n;
+}
+
+std::string dispatch_state(const char* op, const char* overload = "") {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(op, overload).dumpState();
+}
+
+void expect_close(const at::Tensor& got, const at::Tensor& ref, std::int64_t k) {
+  ASSERT_EQ(got.sizes(), ref.sizes());
+  const double tol = 2e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(k, 1)));
+  EXPECT_TRUE(at::allclose(got, ref, tol, tol * std::max(1.0, ref.abs().max().item<double>())))
+      << "max |diff| " << (got - ref).abs().max().item<double>();
+}
+
+TEST_F(KaTorch, LinearLayersRunOnKaAndMatchLibtorch) {
+  for (const auto& [m, k, n] : std::vector<std::array<std::int64_t, 3>>{
+           {1, 512, 384}, {16, 256, 1000}, {128, 96, 64}, {7, 13, 5}}) {
+    const at::Tensor x = at::randn({m, k});
+    const at::Tensor w = at::randn({n, k});
+    const at::Tensor b = at::randn({n});
+    const at::Tensor ref = at::linear(x, w, b);
+    const at::Tensor ref_mm = at::linear(x, w);
+    enable();
+    const at::Tensor got = at::linear(x, w, b);
+    const at::Tensor got_mm = at::linear(x, w);
+    disable();
+    expect_close(got, ref, k);
+    expect_close(got_mm, ref_mm, k);
+  }
+  EXPECT_EQ(served("aten::addmm"), std::make_pair(std::int64_t{4}, std::int64_t{0}));
+  EXPECT_EQ(served("aten::mm"), std::make_pair(std::int64_t{4}, std::int64_t{0}));
+}
+
+TEST_F(KaTorch, WhatKaRefusesRunsOnLibtorch) {
+  const at::Tensor a = at::randn({6, 5}, at::kDouble);
+  const at::Tensor ref = at::mm(a, a.t());
+  enable();
+  const at::Tensor got = at::mm(a, a.t());
+  const at::Tensor relu_t = at::relu(at::randn({8, 4}).t());  // libtorch keeps the layout
+  disable();
+  EXPECT_TRUE(at::equal(got, ref));
+  EXPECT_EQ(relu_t.strides(), (std::vector<std::int64_t>{1, 4}));
+  EXPECT_EQ(served("aten::mm"), std::make_pair(std::int64_t{0}, std::int64_t{1}));
+  const auto last = nlohmann::json::parse(explain_json()).back();
+  EXPECT_EQ(last["served"], "fallback");
+  EXPECT_FALSE(last["reason"].get<std::string>().empty());
+}
+
+TEST_F(KaTorch, DisableRestoresEveryDispatchTable) {
+  const std::vector<std::pair<const char*, const char*>> ops = {
+      {"aten::mm", ""}, {"aten::addmm", "out"}, {"aten::_softmax", ""}, {"aten::add", "Tensor"},
+      {"aten::relu_", ""}, {"aten::sum", "dim_IntList"}};
+  std::vector<std::string> before;
+  for (const auto& [op, overload] : ops) before.push_back(dispatch_state(op, overload));
+  enable();
+  EXPECT_TRUE(enabled());
+  EXPECT_NE(dispatch_state("aten::mm"), before[0]);
+  disable();
+  EXPECT_FALSE(enabled());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    EXPECT_EQ(dispatch_state(ops[i].first, ops[i].second), before[i]) << ops[i].first;
+  }
+}
+
+TEST_F(KaTorch, ExplainAndReportNameWhatRan) {
+  enable();
+  at::softmax(at::randn({4, 64}), -1);
+  at::gelu(at::randn({4, 64}));
+  disable();
+  const auto calls = nlohmann::json::parse(explain_json());
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["op"], "aten::_softmax");
+  EXPECT_EQ(calls[1]["op"], "aten::gelu");
+  for (const auto& c : calls) {
+    EXPECT_EQ(c["served"], "ka");
+    EXPECT_FALSE(c["kernel"].get<std::string>().empty());
+    EXPECT_GT(c["kernel_version"].get<int>(), 0);
+    EXPECT_EQ(c["shapes"][0], (std::vector<std::int64_t>{4, 64}));
+  }
+  reset();
+  EXPECT_TRUE(report().empty());
+  EXPECT_TRUE(nlohmann::json::parse(explain_json()).empty());
+}
+
+TEST_F(KaTorch, TorchOpsKaServesWithoutTheOverride) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("ka::mm", "").typed<
+      at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  const at::Tensor a = at::randn({9, 33});
+  const at::Tensor b = at::randn({33, 17});
+  expect_close(op.call(a, b), at::mm(a, b), 33);
+  EXPECT_EQ(served("aten::mm"), std::make_pair(std::int64_t{1}, std::int64_t{0}));
+}
+
+TEST_F(KaTorch, LoadTableErrorNamesTheFile) {
+  try {
+    load_table("/nonexistent/tuned.db");
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/tuned.db"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ka::pytorch
