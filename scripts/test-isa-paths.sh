@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs the kernel, extractor and tuner unit tests once per CPU ISA path this host can run,
-# forced with KA_CPU_ISA: generic, then avx2 and avx512 where the CPU has them. An AVX-512
-# machine so also exercises what an AVX2 user runs (the automatic choice would always take
-# avx512 there). Run after scripts/test.sh has built the preset.
+# Runs the kernel, extractor, tuner and libka_torch unit tests once per CPU ISA path this host
+# can run, forced with KA_CPU_ISA: generic, then avx2 and avx512 where the CPU has them. An
+# AVX-512 machine so also exercises what an AVX2 user runs (the automatic choice would always
+# take avx512 there). Run after scripts/test.sh has built the preset.
 # Usage: scripts/test-isa-paths.sh [PRESET]   PRESET: ci (default), dev, asan, tsan.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,7 +18,8 @@ has avx512f avx512bw avx512vl && isas+=(avx512)
 
 failed=()
 for isa in "${isas[@]}"; do
-  for module in kernels extractor tuner; do
+  modules=(kernels extractor tuner pytorch)
+  for module in "${modules[@]}"; do
     bin=$dir/ka_${module}_tests
     [ -x "$bin" ] || { echo "test-isa-paths: $bin is missing (build the $preset preset first)" >&2; exit 1; }
     echo "== KA_CPU_ISA=$isa: $module unit tests =="
@@ -29,4 +30,4 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "test-isa-paths: failed: ${failed[*]}" >&2
   exit 1
 fi
-echo "test-isa-paths: ${#isas[@]} ISA path(s) (${isas[*]}) x 3 test programs passed"
+echo "test-isa-paths: ${#isas[@]} ISA path(s) (${isas[*]}) x ${#modules[@]} test programs passed"

@@ -8,6 +8,7 @@
 #include <ka/core/error.hpp>
 #include <ka/extractor/extractor.hpp>
 #include <ka/kernels/cpu_launch.hpp>
+#include <ka/runtime/aten_signatures.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUFunctions.h>
@@ -26,28 +27,7 @@ namespace {
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 
-#define KA_SIGNATURE(var, text) constexpr char var[] = text
-KA_SIGNATURE(kAddTensor, "aten::add.Tensor");
-KA_SIGNATURE(kAddScalar, "aten::add.Scalar");
-KA_SIGNATURE(kAddInplace, "aten::add_.Tensor");
-KA_SIGNATURE(kSubTensor, "aten::sub.Tensor");
-KA_SIGNATURE(kMulTensor, "aten::mul.Tensor");
-KA_SIGNATURE(kMulScalar, "aten::mul.Scalar");
-KA_SIGNATURE(kMulInplace, "aten::mul_.Tensor");
-KA_SIGNATURE(kRelu, "aten::relu");
-KA_SIGNATURE(kReluInplace, "aten::relu_");
-KA_SIGNATURE(kGelu, "aten::gelu");
-KA_SIGNATURE(kSigmoid, "aten::sigmoid");
-KA_SIGNATURE(kSilu, "aten::silu");
-KA_SIGNATURE(kMm, "aten::mm");
-KA_SIGNATURE(kAddmm, "aten::addmm");
-KA_SIGNATURE(kMmOut, "aten::mm.out");
-KA_SIGNATURE(kAddmmOut, "aten::addmm.out");
-KA_SIGNATURE(kBmm, "aten::bmm");
-KA_SIGNATURE(kSoftmax, "aten::_softmax");
-KA_SIGNATURE(kLayerNorm, "aten::layer_norm");
-KA_SIGNATURE(kSumDim, "aten::sum.dim_IntList");
-#undef KA_SIGNATURE
+using namespace runtime::signature;  // kMm, kAddmm, ...: the operators' names
 
 // Note [Thread count]
 // ka runs on as many threads as libtorch would (at::get_num_threads(), which

@@ -4,6 +4,7 @@
 #include <ka/extractor/extractor.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/runtime/aten_ops.hpp>
+#include <ka/runtime/aten_signatures.hpp>
 
 #include <ATen/ATen.h>
 
@@ -30,28 +31,7 @@ at::Tensor extract_execute(Args... args) {
   return extractor::Extractor::global().call(handle, stack.data(), stack.size()).toTensor();
 }
 
-#define KA_SIGNATURE(var, text) constexpr char var[] = text
-KA_SIGNATURE(kAddTensor, "aten::add.Tensor");
-KA_SIGNATURE(kAddScalar, "aten::add.Scalar");
-KA_SIGNATURE(kAddInplace, "aten::add_.Tensor");
-KA_SIGNATURE(kSubTensor, "aten::sub.Tensor");
-KA_SIGNATURE(kMulTensor, "aten::mul.Tensor");
-KA_SIGNATURE(kMulScalar, "aten::mul.Scalar");
-KA_SIGNATURE(kMulInplace, "aten::mul_.Tensor");
-KA_SIGNATURE(kRelu, "aten::relu");
-KA_SIGNATURE(kReluInplace, "aten::relu_");
-KA_SIGNATURE(kGelu, "aten::gelu");
-KA_SIGNATURE(kSigmoid, "aten::sigmoid");
-KA_SIGNATURE(kSilu, "aten::silu");
-KA_SIGNATURE(kMm, "aten::mm");
-KA_SIGNATURE(kAddmm, "aten::addmm");
-KA_SIGNATURE(kMmOut, "aten::mm.out");
-KA_SIGNATURE(kAddmmOut, "aten::addmm.out");
-KA_SIGNATURE(kBmm, "aten::bmm");
-KA_SIGNATURE(kSoftmaxInternal, "aten::_softmax");
-KA_SIGNATURE(kLayerNorm, "aten::layer_norm");
-KA_SIGNATURE(kSumDim, "aten::sum.dim_IntList");
-#undef KA_SIGNATURE
+using namespace signature;  // kMm, kAddmm, ...: the operators' names
 
 using T = const at::Tensor&;
 using S = const at::Scalar&;
@@ -147,8 +127,8 @@ struct Registrations {
             kAddmmOut, &extract_execute<kAddmmOut, T, T, T, S, S, T>);
     backend("aten::bmm(Tensor self, Tensor mat2) -> Tensor", kBmm,
             &extract_execute<kBmm, T, T>);
-    backend("aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", kSoftmaxInternal,
-            &extract_execute<kSoftmaxInternal, T, std::int64_t, bool>);
+    backend("aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", kSoftmax,
+            &extract_execute<kSoftmax, T, std::int64_t, bool>);
     backend("aten::layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
             "Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor",
             kLayerNorm,

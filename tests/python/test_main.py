@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import ka
+
 PROGRAM = textwrap.dedent("""
     import sys
     import torch
@@ -53,6 +55,15 @@ def test_override_at_load_for_unmodified_programs(tmp_path):
     r = run(["-c", code], env={"KA_OVERRIDE_ATEN": "1"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "ka"]
+
+
+def test_preloaded_library_serves_a_program_that_never_imports_ka():
+    code = ("import torch; x = torch.randn(8, 8); torch.mm(x, x); "
+            "print([l for l in torch._C._dispatch_dump('aten::mm').splitlines() "
+            "if l.startswith('CPU:')])")
+    r = run(["-c", code], env={"KA_OVERRIDE_ATEN": "1", "LD_PRELOAD": ka.library_path()})
+    assert r.returncode == 0, r.stderr
+    assert "pytorch/src/library.cpp" in r.stdout  # the CPU kernel registered by ka
 
 
 def test_bad_tuned_table_at_load_names_the_file(tmp_path):
