@@ -52,13 +52,6 @@ class DropOverrideWarnings : public c10::WarningHandler {
   c10::WarningHandler* next_;
 };
 
-// The runtime, made on first use: its first construction loads KA_TUNED_TABLE (and throws
-// ka::DbError naming the file when that does not load).
-runtime::Runtime& the_runtime() {
-  static runtime::Runtime rt;
-  return rt;
-}
-
 // ---- the control operators behind the Python package ---------------------------------------
 
 void op_enable() { enable(); }
@@ -72,7 +65,7 @@ void op_reset() { reset(); }
 }  // namespace
 
 void enable() {
-  the_runtime();
+  detail::runtime_with_table();
   Override& o = override_state();
   std::lock_guard<std::mutex> lock(o.mutex);
   if (o.aten_cpu) return;
@@ -97,7 +90,7 @@ bool enabled() {
 }
 
 std::int64_t load_table(const std::string& path) {
-  runtime::Runtime& rt = the_runtime();
+  runtime::Runtime& rt = detail::runtime_with_table();
   rt.load_table(path);
   return static_cast<std::int64_t>(rt.extractor().table()->size());
 }

@@ -88,6 +88,7 @@ std::optional<at::Tensor> try_ka(const Args&... args) {
     record_fallback(Signature, stack.data(), stack.size(), why);
     return std::nullopt;
   }
+  runtime_with_table();
   static const extractor::OpHandle handle = extractor::Extractor::global().resolve(Signature);
   follow_torch_threads();
   try {
@@ -239,6 +240,11 @@ at::Tensor softmax_int(T self, std::int64_t dim, c10::optional<at::ScalarType> d
 }  // namespace served
 
 }  // namespace
+
+runtime::Runtime& runtime_with_table() {
+  static runtime::Runtime rt;
+  return rt;
+}
 
 void impl_served_ops(::torch::Library& lib) {
   lib.impl("mm", TORCH_FN(served::mm));

@@ -3,9 +3,17 @@
 // and, while ka is enabled, in front of aten's CPU kernels.
 #pragma once
 
+#include <ka/runtime/runtime.hpp>
+
 #include <torch/library.h>
 
 namespace ka::pytorch::detail {
+
+/// ka's runtime, made on first use: its first construction loads KA_TUNED_TABLE, and throws
+/// ka::DbError naming the file when that does not load (again on each later use, until it
+/// loads). Every served call goes through it first, so the table applies to torch.ops.ka
+/// calls without enable() too.
+runtime::Runtime& runtime_with_table();
 
 /// Adds the CPU kernels of the aten operators ka can take over to `lib` (an IMPL library
 /// for namespace `aten`, or `ka` with the same schemas).

@@ -67,7 +67,8 @@ def test_preloaded_library_serves_a_program_that_never_imports_ka():
 
 
 def test_bad_tuned_table_at_load_names_the_file(tmp_path):
-    r = run(["-c", "import torch, ka; ka.enable()"],
-            env={"KA_TUNED_TABLE": str(tmp_path / "missing.db")})
-    assert r.returncode != 0
-    assert "missing.db" in r.stderr
+    for code in ("import torch, ka; ka.enable()",  # the override
+                 "import torch, ka; ka.ops.mm(torch.ones(2, 2), torch.ones(2, 2))"):  # ka.ops
+        r = run(["-c", code], env={"KA_TUNED_TABLE": str(tmp_path / "missing.db")})
+        assert r.returncode != 0, code
+        assert "missing.db" in r.stderr, code
