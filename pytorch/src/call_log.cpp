@@ -62,17 +62,19 @@ std::uint64_t key_of(const char* op, const c10::IValue* args, std::size_t n) {
   return h;
 }
 
-std::string first_line(std::string_view text) {
+// The first line of an error, at most 300 characters: a view, so that a fallback's slot
+// reuses its string's storage instead of allocating on every call.
+std::string_view first_line(std::string_view text) {
   constexpr std::size_t kMax = 300;
-  std::string_view line = text.substr(0, text.find('\n'));
-  return std::string(line.substr(0, kMax));
+  return text.substr(0, text.find('\n')).substr(0, kMax);
 }
 
 class CallLog {
  public:
-  // Returns the entry for these arguments, made on first sight. Caller holds mutex_.
-  Entry& entry(const char* op, const c10::IValue* args, std::size_t n) {
-    std::unique_ptr<Entry>& e = entries_[key_of(op, args, n)];
+  // Returns the entry for these arguments (`key`: key_of them), made on first sight. Caller
+  // holds mutex_.
+  Entry& entry(std::uint64_t key, const char* op, const c10::IValue* args, std::size_t n) {
+    std::unique_ptr<Entry>& e = entries_[key];
     if (!e) {
       e = std::make_unique<Entry>();
       e->op = op;
@@ -90,8 +92,9 @@ class CallLog {
   void ka_call(const char* op, const c10::IValue* args, std::size_t n) {
     const extractor::Extractor& ex = extractor::Extractor::global();
     const std::uint64_t generation = ex.config_generation();
+    const std::uint64_t key = key_of(op, args, n);
     std::lock_guard<std::mutex> lock(mutex_);
-    Entry& e = entry(op, args, n);
+    Entry& e = entry(key, op, args, n);
     ++e.ka_calls;
     next_slot(e, true);
     if (!e.has_plan || e.plan_generation != generation) {
@@ -101,11 +104,12 @@ class CallLog {
   }
 
   void fallback(const char* op, const c10::IValue* args, std::size_t n, std::string_view why) {
+    const std::uint64_t key = key_of(op, args, n);
     std::lock_guard<std::mutex> lock(mutex_);
-    Entry& e = entry(op, args, n);
+    Entry& e = entry(key, op, args, n);
     ++e.fallback_calls;
     RingSlot& slot = next_slot(e, false);
-    slot.reason = first_line(why);
+    slot.reason.assign(first_line(why));
     if (e.reason.empty()) e.reason = slot.reason;
   }
 
