@@ -129,8 +129,9 @@ void add_options(CLI::App& app, Args& a) {
                  "aten::layer_norm, aten::sum.dim_IntList, aten::add.Tensor, aten::mul.Tensor, "
                  "aten::relu, aten::gelu, aten::sigmoid or aten::silu");
   app.add_option("--shapes", a.shapes,
-                 "comma-separated shapes: MxKxN (mm, addmm), BxMxKxN (bmm), else the input's "
-                 "sizes, e.g. 4096x4096 (softmax, layer_norm and sum over the last dim)");
+                 "comma-separated shapes: MxKxN (mm, addmm), BxMxKxN (bmm), with ':t' when B "
+                 "is passed transposed as F.linear's weight is (128x768x3072:t); else the "
+                 "input's sizes, e.g. 4096x4096 (softmax, layer_norm and sum over the last dim)");
   app.add_option("--suite", a.suite,
                  "take the shapes of --op's cases from this suite (e.g. matmul)");
   app.add_option("--suites-dir", a.suites_dir, "extra folder searched first for suites");

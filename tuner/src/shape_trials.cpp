@@ -36,8 +36,8 @@ struct TunableOp {
 };
 constexpr const char* kSizes = "the input's sizes, 1 to 4 dims, e.g. 4096x4096";
 constexpr TunableOp kTunableOps[] = {
-    {"aten::mm", 3, 3, "MxKxN"},        {"aten::addmm", 3, 3, "MxKxN"},
-    {"aten::bmm", 4, 4, "BxMxKxN"},     {"aten::_softmax", 1, 4, kSizes},
+    {"aten::mm", 3, 3, "MxKxN[:t]"},    {"aten::addmm", 3, 3, "MxKxN[:t]"},
+    {"aten::bmm", 4, 4, "BxMxKxN[:t]"},     {"aten::_softmax", 1, 4, kSizes},
     {"aten::layer_norm", 1, 4, kSizes}, {"aten::sum.dim_IntList", 1, 4, kSizes},
     {"aten::add.Tensor", 1, 4, kSizes}, {"aten::mul.Tensor", 1, 4, kSizes},
     {"aten::relu", 1, 4, kSizes},       {"aten::gelu", 1, 4, kSizes},
@@ -55,10 +55,18 @@ const TunableOp& tunable_op(const std::string& op) {
 
 }  // namespace
 
+bool b_transposed(const std::string& shape) {
+  return shape.size() >= 2 && shape.compare(shape.size() - 2, 2, ":t") == 0;
+}
+
 std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& shape) {
   const TunableOp& t = tunable_op(op);
+  const bool transposed = b_transposed(shape);
+  KA_CHECK(!transposed || is_gemm(op), "bad shape '", shape, "' for ", op,
+           ": only a GEMM's B can be transposed (':t'); expected ", t.form);
+  const std::string sizes = transposed ? shape.substr(0, shape.size() - 2) : shape;
   std::vector<std::int64_t> dims;
-  for (const std::string_view piece : split(shape, 'x')) {
+  for (const std::string_view piece : split(sizes, 'x')) {
     const std::string part(piece);
     char* end = nullptr;
     const long long v = std::strtoll(part.c_str(), &end, 10);
@@ -118,9 +126,10 @@ ShapeCall make_call(const std::string& op, const std::string& shape, bool values
   auto uniform = [values](c10::IntArrayRef sizes) {
     return values ? at::rand(sizes) * 2 - 1 : at::zeros(sizes);
   };
+  const bool transposed = b_transposed(shape);
   if (op == "aten::mm" || op == "aten::addmm") {
     const at::Tensor a = uniform({d[0], d[1]});
-    const at::Tensor b = uniform({d[1], d[2]});
+    const at::Tensor b = transposed ? uniform({d[2], d[1]}).t() : uniform({d[1], d[2]});
     c.k = d[1];
     if (op == "aten::mm") {
       c.args = {a, b};
@@ -134,7 +143,8 @@ ShapeCall make_call(const std::string& op, const std::string& shape, bool values
   }
   if (op == "aten::bmm") {
     const at::Tensor a = uniform({d[0], d[1], d[2]});
-    const at::Tensor b = uniform({d[0], d[2], d[3]});
+    const at::Tensor b = transposed ? uniform({d[0], d[3], d[2]}).transpose(1, 2)
+                                    : uniform({d[0], d[2], d[3]});
     c.k = d[2];
     c.args = {a, b};
     c.reference = [=] { return at::Tensor(at::bmm(a, b)); };

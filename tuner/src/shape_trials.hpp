@@ -20,8 +20,11 @@
 namespace ka::tuner::detail {
 
 /// `shape`'s sizes for `op` ("512x768x3072" → {512, 768, 3072}); throws ka::ValueError naming
-/// the form the op expects.
+/// the form the op expects. A GEMM's shape may end in ":t": B is then passed as the transpose
+/// of a contiguous N×K matrix, as F.linear passes its weight (shape key layout `t`).
 std::vector<std::int64_t> parse_dims(const std::string& op, const std::string& shape);
+/// Whether `shape` ends in ":t" (see parse_dims).
+bool b_transposed(const std::string& shape);
 
 /// Whether `op` is one of the GEMMs (mm, addmm, bmm), whose dims are loop extents (B, M, K, N)
 /// rather than an input's sizes.

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace ka::tuner {
 namespace {
@@ -77,6 +78,51 @@ TEST(Tune, StoresTrialsResumesAndFeedsTheExtractor) {
             std::string::npos)
       << dump["config"] << " vs " << second[0].best_config;
   rt.set_table(db::RecommendationTable());
+  std::remove(db.c_str());
+}
+
+// "MxKxN:t" tunes the call F.linear makes (B = Wᵀ of a contiguous N×K weight): its rows carry
+// layout `t`, so they answer F.linear's calls and not a contiguous B's; bmm's ":t" is
+// attention's k.transpose(1, 2).
+TEST(Tune, TransposedBShapesTuneTheLinearLayout) {
+  const std::string db = ::testing::TempDir() + "ka_tune_t_" + std::to_string(::getpid()) + ".db";
+  std::remove(db.c_str());
+  TuneOptions o = tiny(db);
+  o.shapes = {"8x40x72:t"};
+  o.budget = 4;
+  const auto out = tune(o);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out[0].failed, 0U) << "a configuration failed or computed garbage";
+  o.op = "aten::bmm";
+  o.shapes = {"3x8x40x24:t"};
+  EXPECT_EQ(tune(o).at(0).failed, 0U);
+  {
+    db::Connection c(db, db::Connection::Mode::kReadOnly);
+    auto st = c.prepare("SELECT shape_key FROM recommendations ORDER BY op");
+    std::vector<std::string> keys;
+    while (st.step()) keys.push_back(st.column_text(0));
+    ASSERT_EQ(keys.size(), 2U);
+    EXPECT_NE(keys[0].find("f32[40,72]t"), std::string::npos) << keys[0];  // addmm
+    // A batch of transposed matrices is strided in a shape key (only a matrix is `t`), as
+    // attention's bmm(q, k.transpose(1, 2)) is.
+    EXPECT_NE(keys[1].find("f32[3,40,24]s"), std::string::npos) << keys[1];
+  }
+  runtime::Runtime rt;
+  rt.load_table(db);
+  const at::Tensor bias = at::rand({72});
+  const at::Tensor x = at::rand({8, 40});
+  const at::Tensor w = at::rand({72, 40});
+  const auto linear = rt.call("aten::addmm", {bias, x, w.t(), 1, 1});
+  EXPECT_TRUE(at::allclose(linear[0].toTensor(), at::linear(x, w, bias), 1e-4, 1e-5));
+  EXPECT_EQ(nlohmann::json::parse(rt.extractor().dump_extraction_context())["provenance"], "exact");
+  // A contiguous B of the same sizes is another layout: no row of its own.
+  rt.call("aten::addmm", {bias, x, w.t().contiguous(), 1, 1});
+  EXPECT_NE(nlohmann::json::parse(rt.extractor().dump_extraction_context())["provenance"], "exact");
+  rt.set_table(db::RecommendationTable());
+
+  o.op = "aten::_softmax";
+  o.shapes = {"8x40:t"};  // only a GEMM's B can be transposed
+  EXPECT_THROW(tune(o), ValueError);
   std::remove(db.c_str());
 }
 
