@@ -16,11 +16,14 @@ endif()
 # libtorch: Debian's 1.13 (CPU) here; a GPU machine may bring a 2.x with CUDA, found through
 # CMAKE_PREFIX_PATH (python3 -c 'import torch; print(torch.utils.cmake_prefix_path)').
 find_package(Torch REQUIRED)
-# Only the ATen/c10 libraries are needed; TorchConfig's `torch` target also drags in
-# interface flags we set ourselves.
-add_library(ka_torch INTERFACE)
-target_link_libraries(ka_torch INTERFACE ${TORCH_LIBRARIES})
-target_compile_options(ka_torch INTERFACE ${TORCH_CXX_FLAGS})
+# ka::libtorch: what a module that uses ATen/c10 links. Exported with ka's package, where
+# kaConfig.cmake finds Torch first (its `torch` and c10 targets are what this names).
+add_library(ka_libtorch INTERFACE)
+add_library(ka::libtorch ALIAS ka_libtorch)
+target_link_libraries(ka_libtorch INTERFACE ${TORCH_LIBRARIES})
+target_compile_options(ka_libtorch INTERFACE ${TORCH_CXX_FLAGS})
+set_target_properties(ka_libtorch PROPERTIES EXPORT_NAME libtorch)
+install(TARGETS ka_libtorch EXPORT kaTargets)
 
 # CUDA: compiled whenever nvcc exists.
 set(KA_HAVE_CUDA OFF)

@@ -216,6 +216,9 @@ void export_header(const RecommendationTable& table, const std::string& path,
           << cpp_literal(r.created_at) << "},\n";
     }
     out << "};\n";
+  } else {
+    out << "inline constexpr const ka::db::CompiledRecommendation* " << name
+        << "_rows = nullptr;\n";
   }
   out << "\n/// The compiled-in table for the running device `fingerprint`: rows of another "
          "device\n"
@@ -223,8 +226,7 @@ void export_header(const RecommendationTable& table, const std::string& path,
          "/// RecommendationTable::load does.\n"
       << "inline ka::db::RecommendationTable " << name
       << "(std::string_view fingerprint, const ka::db::KernelVersions& current) {\n"
-      << "  return ka::db::RecommendationTable::from_compiled("
-      << (table.size() != 0 ? name + "_rows" : std::string("nullptr")) << ", " << name
+      << "  return ka::db::RecommendationTable::from_compiled(" << name << "_rows, " << name
       << "_size, fingerprint, current, " << name << "_device_json);\n}\n";
   if (!ns.empty()) out << "\n}  // namespace " << ns << "\n";
   write_file_replacing(path, out.str());

@@ -95,6 +95,12 @@ std::int64_t load_table(const std::string& path) {
   return static_cast<std::int64_t>(rt.extractor().table()->size());
 }
 
+std::int64_t use_compiled_table(const db::CompiledRecommendation* rows, std::size_t count,
+                                std::string_view device_json) {
+  const runtime::Runtime& rt = detail::runtime_with_table();
+  return static_cast<std::int64_t>(rt.use_compiled_table(rows, count, device_json));
+}
+
 std::string explain_json() { return detail::explain_json(); }
 std::string report_json() { return detail::report_json(); }
 void reset() { detail::reset_log(); }

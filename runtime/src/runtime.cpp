@@ -51,6 +51,19 @@ void Runtime::set_table(db::RecommendationTable table) const {
   extractor().set_table(std::make_shared<const db::RecommendationTable>(std::move(table)));
 }
 
+std::size_t Runtime::use_compiled_table(const db::CompiledRecommendation* rows, std::size_t count,
+                                        std::string_view device_json) const {
+  const db::KernelVersions versions = extractor().kernel_versions();
+  const std::optional<DeviceFingerprint> gpu = kernels::current_cuda_fingerprint();
+  const bool for_gpu = gpu && count != 0 && gpu->key() == rows[0].fingerprint;
+  const std::string device = for_gpu ? gpu->key() : cpu_fingerprint().key();
+  auto table = std::make_shared<const db::RecommendationTable>(
+      db::RecommendationTable::from_compiled(rows, count, device, versions, device_json));
+  const std::size_t kept = table->size();
+  extractor().set_table(std::move(table), for_gpu ? DeviceType::kCUDA : DeviceType::kCPU);
+  return kept;
+}
+
 dispatch::Stack Runtime::call(std::string_view op, dispatch::Stack args) const {
   const auto handle = dispatch::Dispatcher::singleton().find_op_or_throw(op);
   handle.call_boxed(&args);

@@ -2,6 +2,8 @@
 // front of aten's CPU kernels in c10's dispatcher, at:: calls match the same calls with
 // libtorch's kernels (the oracle), refused calls run on libtorch's kernel, and disable()
 // leaves every dispatch table as it was.
+#include <ka/core/fingerprint.hpp>
+#include <ka/db/recommendation_table.hpp>
 #include <ka/pytorch/ka_torch.hpp>
 
 #include <ATen/ATen.h>
@@ -128,6 +130,41 @@ TEST_F(KaTorch, TorchOpsKaServesWithoutTheOverride) {
   const at::Tensor b = at::randn({33, 17});
   expect_close(op.call(a, b), at::mm(a, b), 33);
   EXPECT_EQ(served("aten::mm"), std::make_pair(std::int64_t{1}, std::int64_t{0}));
+}
+
+// A compiled-in table (the rows of a generated header) reaches F.linear's calls: a row for
+// this CPU answers with provenance "exact"; rows of another CPU are skipped; an empty table
+// puts the heuristic back.
+TEST_F(KaTorch, CompiledTableAnswersLinearCalls) {
+  const at::Tensor x = at::randn({8, 96});
+  const at::Tensor w = at::randn({40, 96});
+  const at::Tensor b = at::randn({40});
+  auto last_call = [&] {
+    reset();
+    enable();
+    expect_close(at::linear(x, w, b), at::addmm(b, x, w.t()), 96);
+    disable();
+    return nlohmann::json::parse(explain_json()).at(0);
+  };
+  const auto heuristic = last_call();
+  ASSERT_EQ(heuristic["served"], "ka");
+  EXPECT_EQ(heuristic["provenance"], "heuristic");
+
+  const std::string cpu = cpu_fingerprint().key();
+  const std::string op = heuristic["op"], key = heuristic["shape_key"];
+  const std::string kernel = heuristic["kernel"], config = heuristic["config"];
+  const db::CompiledRecommendation rows[] = {
+      {cpu.c_str(), op.c_str(), key.c_str(), kernel.c_str(), heuristic["kernel_version"].get<int>(),
+       config.c_str(), nullptr, 1000.0, 1.0, -1, "2026-12-03T00:00:00Z"}};
+  EXPECT_EQ(use_compiled_table(rows, 1, "{}"), 1);
+  EXPECT_EQ(last_call()["provenance"], "exact");
+
+  const db::CompiledRecommendation other_cpu[] = {
+      {"cpu:another", op.c_str(), key.c_str(), kernel.c_str(),
+       heuristic["kernel_version"].get<int>(), config.c_str(), nullptr, 1000.0, 1.0, -1, ""}};
+  EXPECT_EQ(use_compiled_table(other_cpu, 1, "{}"), 0);
+  EXPECT_EQ(last_call()["provenance"], "heuristic");
+  EXPECT_EQ(use_compiled_table(nullptr, 0, "{}"), 0);
 }
 
 TEST_F(KaTorch, LoadTableErrorNamesTheFile) {

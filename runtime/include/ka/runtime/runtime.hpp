@@ -55,6 +55,13 @@ class Runtime {
   void load_table(const std::string& path) const;
   /// Makes `table` (e.g. one compiled in from a generated header) the extractor's table.
   void set_table(db::RecommendationTable table) const;
+  /// Makes the rows of a generated header (ka-db export --format header --symbol NS::NAME:
+  /// NS::NAME_rows, NS::NAME_size, NS::NAME_device_json) the table of the device they were
+  /// tuned on: the CUDA kernels' where that is the visible GPU, else the CPU kernels', whose
+  /// rows of another CPU or kernel version are skipped and logged as load_table() does.
+  /// Returns how many rows the table kept.
+  std::size_t use_compiled_table(const db::CompiledRecommendation* rows, std::size_t count,
+                                 std::string_view device_json) const;
 
   /// Calls `op` (exact overload name, as in the schema: "aten::add.Tensor") with its schema
   /// arguments through ka's dispatcher; returns the results. Throws as the dispatcher and the
