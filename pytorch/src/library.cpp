@@ -27,10 +27,13 @@ namespace {
 // deregisters exactly what it registered: libtorch's kernels are again the newest, and each
 // operator's dispatch table is as before (the tests compare _dispatch_dump). Only backend
 // (CPU) kernels are replaced, never the Autograd ones, so autograd records the same graph
-// and its backward formulas call the (overridden) aten operators as they would anyway.
+// and its backward formulas call the (overridden) aten operators as they would anyway. The
+// one exception, layer_norm (a composite without a CPU kernel), has its own Note
+// [Overriding a composite operator] in served_ops.cpp.
 struct Override {
   std::mutex mutex;
   std::unique_ptr<::torch::Library> aten_cpu;
+  std::unique_ptr<::torch::Library> aten_autograd_cpu;
 };
 Override& override_state() {
   static Override* state = new Override();  // never destroyed: see Note [Unload order]
@@ -73,13 +76,18 @@ void enable() {
   c10::Warning::WarningHandlerGuard guard(&drop);
   auto lib = std::make_unique<::torch::Library>(::torch::Library::IMPL, "aten",
                                                 c10::DispatchKey::CPU, __FILE__, __LINE__);
+  auto autograd = std::make_unique<::torch::Library>(
+      ::torch::Library::IMPL, "aten", c10::DispatchKey::AutogradCPU, __FILE__, __LINE__);
   detail::impl_served_ops(*lib);
+  detail::impl_composite_overrides(*lib, *autograd);
   o.aten_cpu = std::move(lib);
+  o.aten_autograd_cpu = std::move(autograd);
 }
 
 void disable() {
   Override& o = override_state();
   std::lock_guard<std::mutex> lock(o.mutex);
+  o.aten_autograd_cpu.reset();
   o.aten_cpu.reset();
 }
 

@@ -15,6 +15,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/layer_norm_native.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 
 #include <array>
@@ -232,6 +234,41 @@ at::Tensor layer_norm(T input, at::IntArrayRef normalized_shape,
   }
   return at::layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable);
 }
+
+// Note [Overriding a composite operator]
+// aten::layer_norm is CompositeImplicitAutograd: it has no CPU kernel of its own and no
+// backward; it calls native_layer_norm, whose CPU kernel also returns the mean and 1/std its
+// backward needs, which ka's kernel does not produce. So ka takes layer_norm itself, with the
+// same kernel at two keys: AutogradCPU, where a direct registration wins over the composite
+// (which would otherwise run there), and CPU, which inference mode reaches without passing
+// autograd. When autograd would record the call (grad mode on and an input requires grad),
+// the kernel runs the composite, at::native::layer_norm, which records native_layer_norm's
+// backward exactly as stock PyTorch does; so does every call ka refuses.
+bool records_grad(std::initializer_list<const at::Tensor*> tensors) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : tensors) {
+    if (t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+at::Tensor layer_norm_override(T input, at::IntArrayRef normalized_shape,
+                               const c10::optional<at::Tensor>& weight,
+                               const c10::optional<at::Tensor>& bias, double eps,
+                               bool cudnn_enable) {
+  const at::Tensor none;
+  if (records_grad({&input, weight ? &*weight : &none, bias ? &*bias : &none})) {
+    const std::array<c10::IValue, 6> stack{input, normalized_shape.vec(), weight, bias, eps,
+                                           cudnn_enable};
+    record_fallback(kLayerNorm, stack.data(), stack.size(),
+                    "an input requires grad (libtorch's layer_norm records the backward)");
+  } else if (auto r = try_ka<kLayerNorm>(input, normalized_shape.vec(), weight, bias, eps,
+                                         cudnn_enable)) {
+    return *std::move(r);
+  }
+  return at::native::layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable);
+}
+
 at::Tensor softmax_int(T self, std::int64_t dim, c10::optional<at::ScalarType> dtype) {
   if (!dtype.has_value() || *dtype == self.scalar_type()) return served::softmax_(self, dim, false);
   return at::softmax(self, dim, dtype);
@@ -264,6 +301,11 @@ void impl_served_ops(::torch::Library& lib) {
   lib.impl("sub.Tensor", TORCH_FN(served::sub));
   lib.impl("mul.Tensor", TORCH_FN(served::mul));
   lib.impl("mul_.Tensor", TORCH_FN(served::mul_));
+}
+
+void impl_composite_overrides(::torch::Library& cpu, ::torch::Library& autograd_cpu) {
+  cpu.impl("layer_norm", TORCH_FN(served::layer_norm_override));
+  autograd_cpu.impl("layer_norm", TORCH_FN(served::layer_norm_override));
 }
 
 void impl_ka_only_ops(::torch::Library& lib) {

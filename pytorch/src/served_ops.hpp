@@ -18,6 +18,10 @@ runtime::Runtime& runtime_with_table();
 /// Adds the CPU kernels of the aten operators ka can take over to `lib` (an IMPL library
 /// for namespace `aten`, or `ka` with the same schemas).
 void impl_served_ops(::torch::Library& lib);
+/// Adds ka's kernels for aten's composite operators it takes over (layer_norm) to `cpu` and
+/// `autograd_cpu`, IMPL libraries for namespace `aten` at those keys (Note [Overriding a
+/// composite operator]).
+void impl_composite_overrides(::torch::Library& cpu, ::torch::Library& autograd_cpu);
 /// Adds the composite operators that exist only as torch.ops.ka.<op> (linear, layer_norm,
 /// softmax.int): in aten they are CompositeImplicitAutograd and reach ka through the
 /// operators above.

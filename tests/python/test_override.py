@@ -154,7 +154,36 @@ def test_wrong_shapes_raise_libtorchs_error():
             torch.mm(torch.randn(3, 4), torch.randn(5, 6))
 
 
+def test_layer_norm_module_and_functional():
+    x, g, b = torch.randn(8, 128, 768), torch.randn(768), torch.randn(768)
+    close(*reversed(stock_and_ka(lambda t, g, b: F.layer_norm(t, [768], g, b, 1e-6), x, g, b)),
+          768)
+    close(*reversed(stock_and_ka(lambda t: F.layer_norm(t, [128, 768]), x)), 768)
+    norm = torch.nn.LayerNorm(768).eval()
+    with torch.no_grad():
+        close(*reversed(stock_and_ka(norm, x)), 768)
+    with torch.inference_mode():
+        close(*reversed(stock_and_ka(norm, x)), 768)
+    assert served("aten::layer_norm") == (4, 0)
+
+
 # ---- autograd ----------------------------------------------------------------------------------
+
+def test_layer_norm_gradients_are_libtorchs():
+    x, g, b = torch.randn(16, 256), torch.randn(256), torch.randn(256)
+
+    def grads():
+        leaves = [t.clone().requires_grad_() for t in (x, g, b)]
+        F.layer_norm(leaves[0], [256], leaves[1], leaves[2]).pow(2).sum().backward()
+        return [l.grad for l in leaves]
+
+    ref = grads()
+    with ka.enabled():
+        got = grads()
+    for a, r in zip(got, ref):
+        close(a, r, 256)
+    assert served("aten::layer_norm") == (0, 1)  # recorded by libtorch's composite
+
 
 def test_gradients_through_overridden_ops_match_stock():
     def model(x, w1, b1, w2):
@@ -179,18 +208,24 @@ def test_gradients_through_overridden_ops_match_stock():
 # ---- enable / disable ----------------------------------------------------------------------------
 
 OVERRIDDEN = ["aten::mm", "aten::addmm", "aten::bmm", "aten::_softmax", "aten::gelu",
-              "aten::add.Tensor", "aten::mul.Tensor", "aten::relu_", "aten::sum.dim_IntList"]
+              "aten::add.Tensor", "aten::mul.Tensor", "aten::relu_", "aten::sum.dim_IntList",
+              "aten::layer_norm"]
+
+
+def dispatch_state(op):
+    """The operator's registrations and its computed table (which kernel each key runs)."""
+    return torch._C._dispatch_dump(op) + torch._C._dispatch_dump_table(op)
 
 
 def test_disable_restores_the_dispatch_tables_exactly():
-    before = {op: torch._C._dispatch_dump(op) for op in OVERRIDDEN}
+    before = {op: dispatch_state(op) for op in OVERRIDDEN}
     ka.enable()
     during = torch._C._dispatch_dump("aten::mm")
     assert during != before["aten::mm"]
     ka.enable()  # idempotent
     ka.disable()
     ka.disable()
-    assert {op: torch._C._dispatch_dump(op) for op in OVERRIDDEN} == before
+    assert {op: dispatch_state(op) for op in OVERRIDDEN} == before
 
 
 def test_enabled_context_restores_the_previous_state():

@@ -42,8 +42,10 @@ std::pair<std::int64_t, std::int64_t> served(const std::string& op) {
   return n;
 }
 
+// The operator's registrations and its computed dispatch table (which kernel each key runs).
 std::string dispatch_state(const char* op, const char* overload = "") {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(op, overload).dumpState();
+  const c10::OperatorHandle h = c10::Dispatcher::singleton().findSchemaOrThrow(op, overload);
+  return h.dumpState() + h.dumpComputedTable();
 }
 
 void expect_close(const at::Tensor& got, const at::Tensor& ref, std::int64_t k) {
@@ -87,10 +89,44 @@ TEST_F(KaTorch, WhatKaRefusesRunsOnLibtorch) {
   EXPECT_FALSE(last["reason"].get<std::string>().empty());
 }
 
+// F.layer_norm (a composite in aten) runs on ka without autograd and in inference mode;
+// with an input that requires grad it runs libtorch's composite, so gradients are stock.
+TEST_F(KaTorch, LayerNormRunsOnKaAndKeepsAutograd) {
+  const at::Tensor x = at::randn({4, 33, 768});
+  const at::Tensor g = at::randn({768});
+  const at::Tensor b = at::randn({768});
+  const at::Tensor ref = at::layer_norm(x, {768}, g, b);
+  enable();
+  const at::Tensor got = at::layer_norm(x, {768}, g, b);
+  at::Tensor in_inference;
+  {
+    c10::InferenceMode guard;
+    in_inference = at::layer_norm(x, {768}, g, b);
+  }
+  disable();
+  expect_close(got, ref, 768);
+  expect_close(in_inference, ref, 768);
+  EXPECT_EQ(served("aten::layer_norm"), std::make_pair(std::int64_t{2}, std::int64_t{0}));
+
+  auto grads = [&] {
+    const at::Tensor xl = x.clone().requires_grad_();
+    const at::Tensor gl = g.clone().requires_grad_();
+    at::layer_norm(xl, {768}, gl, b).pow(2).sum().backward();
+    return std::make_pair(xl.grad(), gl.grad());
+  };
+  const auto stock = grads();
+  enable();
+  const auto with_ka = grads();
+  disable();
+  expect_close(with_ka.first, stock.first, 768);
+  expect_close(with_ka.second, stock.second, 768);
+  EXPECT_EQ(served("aten::layer_norm").second, 1);
+}
+
 TEST_F(KaTorch, DisableRestoresEveryDispatchTable) {
   const std::vector<std::pair<const char*, const char*>> ops = {
       {"aten::mm", ""}, {"aten::addmm", "out"}, {"aten::_softmax", ""}, {"aten::add", "Tensor"},
-      {"aten::relu_", ""}, {"aten::sum", "dim_IntList"}};
+      {"aten::relu_", ""}, {"aten::sum", "dim_IntList"}, {"aten::layer_norm", ""}};
   std::vector<std::string> before;
   for (const auto& [op, overload] : ops) before.push_back(dispatch_state(op, overload));
   enable();
