@@ -3,10 +3,10 @@
 //
 // Loading the library defines torch.ops.ka.<op> for every operator ka serves, with aten's
 // schemas. enable() also puts ka in front of aten's own CPU kernels for those operators, so
-// unmodified code (nn.Linear, F.gelu, F.softmax, torch.bmm, ...) runs ka's kernels on fp32
-// CPU tensors; whatever ka does not take goes to libtorch's kernel. disable() restores
-// libtorch's kernels exactly. KA_OVERRIDE_ATEN=1 enables at load; KA_TUNED_TABLE names the
-// tuned table the kernels' configurations come from.
+// unmodified code (nn.Linear, F.gelu, F.softmax, F.layer_norm, torch.bmm, ...) runs ka's
+// kernels on fp32 CPU tensors; whatever ka does not take goes to libtorch's kernel.
+// disable() restores libtorch's kernels exactly. KA_OVERRIDE_ATEN=1 enables at load;
+// KA_TUNED_TABLE names the tuned table the kernels' configurations come from.
 //
 //   #include <ka/pytorch/ka_torch.hpp>
 //   ka::pytorch::enable();              // aten's CPU kernels -> ka's, where ka serves the call
