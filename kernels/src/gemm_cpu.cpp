@@ -469,10 +469,11 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   std::int64_t n_parts = ceil_div(n, kMaxPackedB / (4 * kTileK));
   const auto tile_rows = [&] { return round_up(ceil_div(m, m_parts), 6); };
   const auto tile_cols = [&] { return round_up(ceil_div(n, n_parts), 32); };
-  // Below ~4 MFLOP (tens of microseconds) waking a second thread costs more than it saves.
+  // Below ~8 MFLOP (a few tens of microseconds on one core) waking a second thread and
+  // waiting for it costs as much as it saves.
   const double flop = 2.0 * static_cast<double>(nb) * static_cast<double>(s.m) *
                       static_cast<double>(s.n) * static_cast<double>(s.k);
-  const bool tiny = flop < 4.0e6;
+  const bool tiny = flop < 8.0e6;
   // Small GEMMs (under ~32 MFLOP, tens of microseconds) get three tasks per thread: the
   // caller starts on its tasks before a helper is awake, and with one task each it would wait
   // for the helper's.
