@@ -169,19 +169,23 @@ def test_layer_norm_module_and_functional():
 
 # ---- autograd ----------------------------------------------------------------------------------
 
-def test_layer_norm_gradients_are_libtorchs():
-    x, g, b = torch.randn(16, 256), torch.randn(256), torch.randn(256)
-
+def gradients_match_stock(loss, tensors, k):
+    """The gradients of loss(*tensors) with respect to each tensor, stock and with ka."""
     def grads():
-        leaves = [t.clone().requires_grad_() for t in (x, g, b)]
-        F.layer_norm(leaves[0], [256], leaves[1], leaves[2]).pow(2).sum().backward()
+        leaves = [t.clone().requires_grad_() for t in tensors]
+        loss(*leaves).backward()
         return [l.grad for l in leaves]
 
     ref = grads()
     with ka.enabled():
         got = grads()
-    for a, r in zip(got, ref):
-        close(a, r, 256)
+    for g, r in zip(got, ref):
+        close(g, r, k)
+
+
+def test_layer_norm_gradients_are_libtorchs():
+    gradients_match_stock(lambda x, g, b: F.layer_norm(x, [256], g, b).pow(2).sum(),
+                          [torch.randn(16, 256), torch.randn(256), torch.randn(256)], 256)
     assert served("aten::layer_norm") == (0, 1)  # recorded by libtorch's composite
 
 
@@ -190,18 +194,8 @@ def test_gradients_through_overridden_ops_match_stock():
         h = F.gelu(F.linear(x, w1, b1))
         return F.softmax(F.linear(h, w2), dim=-1).sum(dim=0).mul(torch.arange(8.0)).sum()
 
-    params = [torch.randn(16, 32), torch.randn(64, 32), torch.randn(64), torch.randn(8, 64)]
-
-    def grads():
-        leaves = [p.clone().requires_grad_() for p in params]
-        model(*leaves).backward()
-        return [l.grad for l in leaves]
-
-    ref = grads()
-    with ka.enabled():
-        got = grads()
-    for g, r in zip(got, ref):
-        close(g, r, 64)
+    gradients_match_stock(
+        model, [torch.randn(16, 32), torch.randn(64, 32), torch.randn(64), torch.randn(8, 64)], 64)
     assert served("aten::mm")[0] >= 2  # the backward's GEMMs ran on ka too
 
 
