@@ -90,14 +90,17 @@ TEST(Tune, TransposedBShapesTuneTheLinearLayout) {
   TuneOptions o = tiny(db);
   o.shapes = {"8x40x72:t"};
   o.budget = 4;
-  const auto out = tune(o);
-  ASSERT_EQ(out.size(), 1U);
-  EXPECT_EQ(out[0].failed, 0U) << "a configuration failed or computed garbage";
+  ASSERT_EQ(tune(o).size(), 1U);
   o.op = "aten::bmm";
   o.shapes = {"3x8x40x24:t"};
-  EXPECT_EQ(tune(o).at(0).failed, 0U);
+  ASSERT_EQ(tune(o).size(), 1U);
   {
     db::Connection c(db, db::Connection::Mode::kReadOnly);
+    // A configuration may be unsupported on this ISA path (a micro-kernel width it lacks);
+    // none may fail or compute garbage.
+    EXPECT_EQ(count(c, "SELECT COUNT(*) FROM trials WHERE disposition NOT IN ('ok', "
+                       "'unsupported')"),
+              0);
     auto st = c.prepare("SELECT shape_key FROM recommendations ORDER BY op");
     std::vector<std::string> keys;
     while (st.step()) keys.push_back(st.column_text(0));
