@@ -136,6 +136,8 @@ std::string_view to_string(Provenance p) {
       return "arch-default";
     case Provenance::kHeuristic:
       return "heuristic";
+    case Provenance::kFallback:
+      return "fallback";
   }
   return "heuristic";
 }

@@ -743,9 +743,10 @@ struct GraphPosition {
   std::string where;
 };
 
-// Checks every node before anything is extracted: a kernel for its signature, its arity, a
-// single output, value indices in range. Returns each node's OpSpec and records the
-// signatures for dump_extraction_context().
+// Checks every node before anything is extracted: a kernel for its signature or a fallback,
+// its arity, a single output for ka's nodes, value indices in range. Returns each node's
+// OpSpec (null for a node only its fallback can run) and records the signatures for
+// dump_extraction_context().
 std::vector<const OpSpec*> validate_graph(const OpGraph& graph, GraphPosition& at,
                                           std::vector<std::string>& signatures) {
   at.stage = Stage::kValidate;
@@ -757,14 +758,20 @@ std::vector<const OpSpec*> validate_graph(const OpGraph& graph, GraphPosition& a
     const OpGraph::Node& node = graph.nodes[i];
     signatures.push_back(node.signature);
     at.where = node.signature + " (node " + std::to_string(i) + "): ";
-    specs[i] = detail::find_spec(node.signature);
-    KA_CHECK_TYPE(NotImplementedError, specs[i] != nullptr, "kernel not found for ",
-                  node.signature, " on any device");
-    KA_CHECK(node.inputs.size() == static_cast<std::size_t>(specs[i]->num_args), "expected ",
-             specs[i]->num_args, " arguments, got ", node.inputs.size());
-    KA_CHECK(node.outputs.size() == 1, "expected 1 output, got ", node.outputs.size());
     for (int v : node.inputs) KA_CHECK(in_range(v), "input value ", v, " out of range");
-    KA_CHECK(in_range(node.outputs[0]), "output value out of range");
+    for (int v : node.outputs) KA_CHECK(in_range(v), "output value ", v, " out of range");
+    const OpSpec* spec = detail::find_spec(node.signature);
+    const bool ka_can_run = spec != nullptr &&
+                            node.inputs.size() == static_cast<std::size_t>(spec->num_args) &&
+                            node.outputs.size() == 1;
+    if (ka_can_run) {
+      specs[i] = spec;
+      continue;
+    }
+    KA_CHECK_TYPE(NotImplementedError, spec != nullptr || node.fallback, "kernel not found for ",
+                  node.signature, " on any device");
+    KA_CHECK(node.fallback, "expected ", spec->num_args, " arguments and 1 output, got ",
+             node.inputs.size(), " and ", node.outputs.size());
   }
   at.where.clear();
   for (int v : graph.outputs) KA_CHECK(in_range(v), "graph output value ", v, " out of range");
@@ -820,20 +827,23 @@ std::string pattern_of(const FusionGroup& g, const std::vector<const OpSpec*>& s
 class GraphExtraction {
  public:
   GraphExtraction(Extractor::Impl& impl, OpGraph& graph, const std::vector<const OpSpec*>& specs,
-                  const detail::GraphFusionView& view, GraphPosition& at)
-      : impl_(impl), graph_(graph), specs_(specs), view_(view), at_(at) {
+                  GraphPosition& at)
+      : impl_(impl), graph_(graph), specs_(specs), at_(at) {
     for (const OpGraph::Node& node : graph.nodes) {
       auto& ptrs = arg_ptrs_.emplace_back();
       for (int v : node.inputs) ptrs.push_back(&graph.values[static_cast<std::size_t>(v)]);
     }
   }
 
-  void extract(const FusionGroup& g, std::vector<ExtractedTask>& out) {
+  // Extracts group g (node indices absolute; `view` the fusion view of its run) onto `out`.
+  // Throws, leaving `out` as it was, when a kernel refuses it.
+  void extract(const FusionGroup& g, const detail::GraphFusionView& view,
+               std::vector<ExtractedTask>& out) {
     std::vector<NodeArgs> nodes;
     for (int k = 0; k < g.count; ++k) {
       const auto i = static_cast<std::size_t>(g.first + k);
       nodes.push_back({specs_[i], arg_ptrs_[i].data(), static_cast<int>(arg_ptrs_[i].size()),
-                       k == 0 ? -1 : view_.link_arg[i]});
+                       k == 0 ? -1 : view.link_arg[i - view.begin]});
     }
     const GroupArgs group{g.kind, nodes.data(), g.count};
     const char* signature = group_signature(group);
@@ -848,18 +858,24 @@ class GraphExtraction {
     auto state = std::make_shared<TaskState>();
     detail::pack_group(group, state->buffer, state->packed);
     if (measured_unfused(g, device, state->packed)) {
-      for (int k = 0; k < g.count; ++k) {
-        extract({FusionKind::kNone, g.first + k, 1,
-                 std::string("not fused: the tuned table measured ") + state->packed.lookup_op +
-                     " as slower than its ops"},
-                out);
+      const std::size_t before = out.size();
+      try {
+        for (int k = 0; k < g.count; ++k) {
+          extract({FusionKind::kNone, g.first + k, 1,
+                   std::string("not fused: the tuned table measured ") +
+                       state->packed.lookup_op + " as slower than its ops"},
+                  view, out);
+        }
+      } catch (...) {
+        out.resize(before);
+        throw;
       }
       return;
     }
     at_.stage = Stage::kConfigure;
     const CachedConfig& cfg = impl_.config_for(entry, state->packed);
     at_.stage = Stage::kSubmit;
-    ExtractedTask& ex = out.emplace_back();
+    ExtractedTask ex;
     ex.task = make_task(entry, device, cfg, *state, signature);
     // The group's last node's output is its result; fused intermediates never materialise.
     const int result = graph_.nodes[static_cast<std::size_t>(g.first + g.count - 1)].outputs[0];
@@ -870,6 +886,7 @@ class GraphExtraction {
                   ex.plan.kernel);
     }
     ex.task.params = std::move(state);
+    out.push_back(std::move(ex));
   }
 
  private:
@@ -926,16 +943,16 @@ class GraphExtraction {
   Extractor::Impl& impl_;
   OpGraph& graph_;
   const std::vector<const OpSpec*>& specs_;
-  const detail::GraphFusionView& view_;
   GraphPosition& at_;
   std::vector<std::vector<const c10::IValue*>> arg_ptrs_;
 };
 
 // CPU tasks go to the executor in one batch (their MemRanges order them), CUDA tasks to the
-// device's stream; waits for both and fills in task ids and dependencies.
-std::vector<TaskPlan> submit_and_wait(Extractor::Impl& impl, executor::CpuExecutor& cpu,
-                                      std::vector<ExtractedTask>& tasks) {
-  std::vector<TaskPlan> plans;
+// device's stream; waits for both, fills in task ids and dependencies and appends the plans
+// to `plans`. Leaves `tasks` empty.
+void submit_and_wait(Extractor::Impl& impl, executor::CpuExecutor& cpu,
+                     std::vector<ExtractedTask>& tasks, std::vector<TaskPlan>& plans) {
+  const std::size_t first = plans.size();
   std::vector<executor::KernelTask> cpu_tasks;
   std::vector<std::size_t> cpu_plan;
   bool any_cuda = false;
@@ -949,16 +966,280 @@ std::vector<TaskPlan> submit_and_wait(Extractor::Impl& impl, executor::CpuExecut
     }
     plans.push_back(std::move(ex.plan));
   }
+  tasks.clear();
   const std::vector<std::uint64_t> ids = cpu.submit_batch(std::move(cpu_tasks));
   for (std::size_t i = 0; i < ids.size(); ++i) plans[cpu_plan[i]].task_id = ids[i];
   cpu.wait_all();
   if (any_cuda) impl.cuda_exec(Device::cuda(0)).synchronize();
-  for (TaskPlan& p : plans) {
+  for (std::size_t i = first; i < plans.size(); ++i) {
+    TaskPlan& p = plans[i];
     p.dependencies = p.device == "cpu" ? cpu.dependencies_of(p.task_id)
                                        : std::vector<std::uint64_t>{};
   }
-  return plans;
 }
+
+// Appends the tensors `v` holds (lists and tuples looked into) to `to`.
+void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& to) {
+  if (v.isTensor()) {
+    to.push_back(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) to.push_back(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) collect_tensors(e, to);
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) collect_tensors(e, to);
+  }
+}
+
+// True when every tensor among `outputs` shares storage with a tensor among `inputs`, as a
+// view's outputs do and a copy's do not; true as well when no input holds a tensor (the
+// outputs were made from scalars, reading no data of the graph's).
+bool outputs_alias_inputs(const std::vector<c10::IValue>& outputs,
+                          const std::vector<c10::IValue>& inputs) {
+  std::vector<at::Tensor> in;
+  for (const c10::IValue& v : inputs) collect_tensors(v, in);
+  if (in.empty()) return true;
+  std::vector<at::Tensor> out;
+  for (const c10::IValue& v : outputs) collect_tensors(v, out);
+  return std::all_of(out.begin(), out.end(), [&](const at::Tensor& o) {
+    return !o.defined() || std::any_of(in.begin(), in.end(), [&](const at::Tensor& i) {
+      return i.defined() && (o.is_same(i) || o.is_alias_of(i));
+    });
+  });
+}
+
+// Note [Fallback nodes]
+// A node ka has no kernel for, or whose arguments ka's kernel refuses, runs libtorch's own
+// kernel: OpGraph::Node::fallback, a boxed call of its schema. The graph is extracted in
+// order, one run of ka's nodes (a segment) at a time, each planned for fusion when it is
+// reached, so the sizes of every value it reads from before it are known.
+//  - A fallback that reads only metadata (Reads::kMetadata: a view, aten::size, list and
+//    tuple glue) runs at once, during extraction: its inputs are allocated even where the
+//    tasks that write their data have not run, and a view's outputs share its input's
+//    storage, so the MemRanges of the tasks that read or write them describe the real
+//    aliasing and the executor orders them. One whose outputs turn out not to alias its
+//    inputs (reshape of a tensor no view can describe, contiguous of a strided one: a copy)
+//    is run again as a data fallback.
+//  - A fallback that reads data waits for every task extracted before it (they are submitted
+//    and waited for), then runs on the calling thread, so that libtorch sees the caller's
+//    grad and inference modes and thread-local state.
+// A fused group's intermediate never materialises; the FusionChecker sees every reader,
+// fallbacks included, so a value a fallback reads is never one. Errors: nothing runs before
+// the first data fallback unless every node before it extracted; an error after it leaves
+// what ran before it (in-place writes to inputs) done.
+class GraphRun {
+ public:
+  GraphRun(Extractor::Impl& impl, executor::CpuExecutor& cpu, const FusionChecker& fusion,
+           OpGraph& graph, const std::vector<const OpSpec*>& specs, const GraphOptions& options,
+           GraphPosition& at)
+      : impl_(impl),
+        cpu_(cpu),
+        fusion_(fusion),
+        graph_(graph),
+        specs_(specs),
+        options_(options),
+        at_(at),
+        extraction_(impl, graph, specs, at) {}
+
+  std::vector<TaskPlan> run() {
+    std::size_t i = 0;
+    const std::size_t n = graph_.nodes.size();
+    while (i < n) {
+      if (specs_[i] == nullptr) {
+        run_fallback(i, "ka has no kernel for " + graph_.nodes[i].signature);
+        ++i;
+        continue;
+      }
+      std::size_t end = i;
+      while (end < n && specs_[end] != nullptr) ++end;
+      extract_segment(i, end);
+      i = end;
+    }
+    drain();
+    // Metadata fallbacks ran during extraction, before the tasks extracted ahead of them.
+    std::stable_sort(plans_.begin(), plans_.end(), [](const TaskPlan& a, const TaskPlan& b) {
+      return a.nodes.front() < b.nodes.front();
+    });
+    return std::move(plans_);
+  }
+
+ private:
+  // Plans the fusion of nodes [begin, end), all ka's, and extracts each group; a group ka's
+  // kernel refuses (NotImplementedError) is extracted node by node, and a node refused
+  // alone runs its fallback, where it has one.
+  void extract_segment(std::size_t begin, std::size_t end) {
+    profiler::ScopedSpan span("extract");
+    at_.stage = Stage::kFusion;
+    const detail::GraphFusionView view = detail::fusion_view(graph_, specs_, begin, end);
+    std::vector<FusionGroup> groups =
+        options_.fusion ? fusion_.plan(view.nodes, budget_device(graph_))
+                        : one_group_per_node(end - begin);
+    for (FusionGroup& g : groups) {
+      g.first += static_cast<int>(begin);
+      extract_or_fall_back(g, view);
+    }
+  }
+
+  void extract_or_fall_back(const FusionGroup& g, const detail::GraphFusionView& view) {
+    try {
+      extraction_.extract(g, view, pending_);
+      return;
+    } catch (const NotImplementedError& e) {
+      const auto first = static_cast<std::size_t>(g.first);
+      if (g.count == 1 && !graph_.nodes[first].fallback) throw;
+      if (g.count == 1) {
+        // Rethrown inside the stage: "graph: aten::mm (node 3) on cpu: pack: ...".
+        std::string reason;
+        try {
+          rethrow_in_stage(at_.where, at_.stage);
+        } catch (const std::exception& staged) {
+          reason = std::string("ka refused it: ") + staged.what();
+        }
+        log().debug("graph node {}: {}; libtorch runs it", first, reason);
+        run_fallback(first, reason);
+        return;
+      }
+      log().debug("fused group at node {} refused ({}); its nodes are extracted one by one",
+                  first, e.what());
+    }
+    for (int k = 0; k < g.count; ++k) {
+      extract_or_fall_back({FusionKind::kNone, g.first + k, 1, ""}, view);
+    }
+  }
+
+  // Runs node i's fallback: at once when it reads only metadata and its outputs alias its
+  // inputs, else after every task before it has run. See Note [Fallback nodes].
+  void run_fallback(std::size_t i, std::string reason) {
+    OpGraph::Node& node = graph_.nodes[i];
+    at_.stage = Stage::kSubmit;
+    at_.where.clear();  // call_fallback names the node when it fails
+    std::vector<c10::IValue> inputs;
+    inputs.reserve(node.inputs.size());
+    for (int v : node.inputs) inputs.push_back(graph_.values[static_cast<std::size_t>(v)]);
+    TaskPlan plan;
+    plan.task_id = next_fallback_id();
+    plan.pattern = node.signature;
+    plan.nodes = {static_cast<int>(i)};
+    plan.kernel = "libtorch";
+    plan.provenance = db::Provenance::kFallback;
+    plan.fallback = std::move(reason);
+    plan.device = device_of(inputs);
+    if (options_.describe_fallbacks) plan.shape_key = describe(inputs);
+    if (node.reads == OpGraph::Reads::kMetadata) {
+      std::vector<c10::IValue> stack = inputs;
+      {
+        KA_SPAN("fallback", plan.task_id);
+        call_fallback(i, stack);
+      }
+      if (outputs_alias_inputs(stack, inputs)) {
+        store_outputs(node, std::move(stack));
+        plan.config = "metadata only: ran during extraction";
+        plans_.push_back(std::move(plan));
+        return;
+      }
+      log().debug("graph node {} ({}) copied instead of viewing: run again after its inputs",
+                  i, node.signature);
+    }
+    drain();
+    std::vector<c10::IValue> stack = std::move(inputs);
+    {
+      KA_SPAN("fallback", plan.task_id);
+      call_fallback(i, stack);
+    }
+    store_outputs(node, std::move(stack));
+    plan.config = "reads data: ran after every earlier task";
+    plans_.push_back(std::move(plan));
+  }
+
+  // Runs node i's fallback on `stack`; an error names the node (built only then: a fallback's
+  // cost is per node and call).
+  void call_fallback(std::size_t i, std::vector<c10::IValue>& stack) const {
+    const OpGraph::Node& node = graph_.nodes[i];
+    const auto where = [&] {
+      return node.signature + " (node " + std::to_string(i) + ", libtorch's kernel): ";
+    };
+    try {
+      node.fallback(stack);
+    } catch (const c10::Error& e) {
+      KA_THROW(ValueError, where(), "libtorch: ", e.what_without_backtrace());
+    } catch (const ValueError& e) {
+      KA_THROW(ValueError, where(), e.what());
+    } catch (const NotImplementedError& e) {
+      KA_THROW(NotImplementedError, where(), e.what());
+    } catch (const std::exception& e) {
+      KA_THROW(ValueError, where(), "libtorch: ", e.what());
+    }
+    KA_CHECK(stack.size() == node.outputs.size(), where(), "libtorch's kernel left ", stack.size(),
+             " values, the node has ", node.outputs.size(), " outputs");
+  }
+
+  void store_outputs(const OpGraph::Node& node, std::vector<c10::IValue> stack) {
+    for (std::size_t k = 0; k < stack.size(); ++k) {
+      graph_.values[static_cast<std::size_t>(node.outputs[k])] = std::move(stack[k]);
+    }
+  }
+
+  static std::uint64_t next_fallback_id() {
+    static std::atomic<std::uint64_t> next{1};
+    return kFallbackTaskIds | next.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // "[1,128,768],[768],int": the inputs' shapes, tensors' sizes and other values' kinds.
+  static std::string describe(const std::vector<c10::IValue>& inputs) {
+    std::string s;
+    for (const c10::IValue& v : inputs) {
+      if (!s.empty()) s += ',';
+      if (v.isTensor() && v.toTensor().defined()) {
+        s += '[';
+        const auto sizes = v.toTensor().sizes();
+        for (std::size_t d = 0; d < sizes.size(); ++d) {
+          s += (d ? "," : "") + std::to_string(sizes[d]);
+        }
+        s += ']';
+      } else if (v.isInt()) {
+        s += std::to_string(v.toInt());
+      } else if (v.isIntList()) {
+        s += '(';
+        const c10::List<std::int64_t> items = v.toIntList();
+        for (std::size_t k = 0; k < items.size(); ++k) s += (k ? "," : "") + std::to_string(items[k]);
+        s += ')';
+      } else if (v.isDouble()) {
+        s += fmt::format("{:g}", v.toDouble());
+      } else if (v.isBool()) {
+        s += v.toBool() ? "True" : "False";
+      } else {
+        s += v.tagKind();
+      }
+    }
+    return s;
+  }
+
+  static std::string device_of(const std::vector<c10::IValue>& inputs) {
+    for (const c10::IValue& v : inputs) {
+      if (v.isTensor() && v.toTensor().defined()) return v.toTensor().device().str();
+    }
+    return "cpu";
+  }
+
+  // Submits every extracted task and waits for them.
+  void drain() {
+    if (pending_.empty()) return;
+    at_.stage = Stage::kSubmit;
+    KA_SPAN("execute");
+    submit_and_wait(impl_, cpu_, pending_, plans_);
+  }
+
+  Extractor::Impl& impl_;
+  executor::CpuExecutor& cpu_;
+  const FusionChecker& fusion_;
+  OpGraph& graph_;
+  const std::vector<const OpSpec*>& specs_;
+  const GraphOptions& options_;
+  GraphPosition& at_;
+  GraphExtraction extraction_;
+  std::vector<ExtractedTask> pending_;
+  std::vector<TaskPlan> plans_;
+};
 
 }  // namespace
 
@@ -967,23 +1248,9 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
   last = ExtractionContext{};
   last.graph = true;
   GraphPosition at;
-  std::optional<profiler::ScopedSpan> extract_span;
-  extract_span.emplace("extract");
   try {
     const std::vector<const OpSpec*> specs = validate_graph(graph, at, last.signatures);
-    at.stage = Stage::kFusion;
-    const detail::GraphFusionView view = detail::fusion_view(graph, specs);
-    const std::vector<FusionGroup> groups =
-        options.fusion ? fusion_.plan(view.nodes, budget_device(graph))
-                       : one_group_per_node(graph.nodes.size());
-    GraphExtraction extraction(*impl_, graph, specs, view, at);
-    std::vector<ExtractedTask> tasks;
-    for (const FusionGroup& g : groups) extraction.extract(g, tasks);
-    at.where.clear();
-    at.stage = Stage::kSubmit;
-    extract_span.reset();
-    KA_SPAN("execute");
-    last.plans = submit_and_wait(*impl_, *cpu_executor_, tasks);
+    last.plans = GraphRun(*impl_, *cpu_executor_, fusion_, graph, specs, options, at).run();
     last.stage = at.stage;
     last.ok = true;
     return last.plans;

@@ -103,10 +103,11 @@ std::vector<int> count_readers(const OpGraph& graph) {
   return readers;
 }
 
-// The sizes of every tensor value: the graph's own tensors as given, each node's output as
-// output_sizes() infers it (nullopt where it cannot).
+// The sizes of every tensor value: the tensors graph.values holds as given, the output of
+// each node of [begin, end) as output_sizes() infers it (nullopt where it cannot).
 std::vector<std::optional<Sizes>> value_sizes(const OpGraph& graph,
-                                              const std::vector<const OpSpec*>& specs) {
+                                              const std::vector<const OpSpec*>& specs,
+                                              std::size_t begin, std::size_t end) {
   std::vector<std::optional<Sizes>> sizes(graph.values.size());
   for (std::size_t v = 0; v < graph.values.size(); ++v) {
     const c10::IValue& value = graph.values[v];
@@ -117,7 +118,7 @@ std::vector<std::optional<Sizes>> value_sizes(const OpGraph& graph,
   }
   std::vector<const c10::IValue*> args;
   std::vector<const Sizes*> arg_sizes;
-  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+  for (std::size_t i = begin; i < end; ++i) {
     args.clear();
     arg_sizes.clear();
     for (int v : graph.nodes[i].inputs) {
@@ -140,23 +141,25 @@ std::int64_t row_bytes_of(const std::optional<Sizes>& sizes) {
 
 }  // namespace
 
-GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs) {
-  const std::size_t n = graph.nodes.size();
+GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs,
+                            std::size_t begin, std::size_t end) {
+  const std::size_t n = end - begin;
   const std::vector<int> readers = count_readers(graph);
-  const std::vector<std::optional<Sizes>> sizes = value_sizes(graph, specs);
-  GraphFusionView view{std::vector<FusionNode>(n), std::vector<int>(n, -1)};
-  for (std::size_t i = 0; i < n; ++i) {
+  const std::vector<std::optional<Sizes>> sizes = value_sizes(graph, specs, begin, end);
+  GraphFusionView view{begin, std::vector<FusionNode>(n), std::vector<int>(n, -1)};
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t i = begin + r;
     const OpSpec& s = *specs[i];
     const OpGraph::Node& node = graph.nodes[i];
-    FusionNode& f = view.nodes[i];
-    int& link_arg = view.link_arg[i];
+    FusionNode& f = view.nodes[r];
+    int& link_arg = view.link_arg[r];
     f.signature = s.signature;
     f.elementwise = s.kind == OpKind::kElementwise && !s.inplace;
     f.gemm = s.kind == OpKind::kGemm && s.out_arg < 0;  // an out= result is the caller's
     f.activation = s.activation;
     f.row_reduction = s.kind == OpKind::kSoftmax || s.kind == OpKind::kLayerNorm;
     f.uses = readers[static_cast<std::size_t>(node.outputs[0])];
-    if (i > 0) {
+    if (r > 0) {
       const int prev = graph.nodes[i - 1].outputs[0];
       int hits = 0;
       for (std::size_t a = 0; a < node.inputs.size(); ++a) {
@@ -169,7 +172,7 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
       // activations; element-wise ops accept it anywhere; read twice means no chain.
       const bool link_ok = hits == 1 && (f.elementwise || link_arg == 0);
       if (link_ok) {
-        f.chain_input = static_cast<int>(i - 1);
+        f.chain_input = static_cast<int>(r - 1);
         f.link_row_bytes = row_bytes_of(sizes[static_cast<std::size_t>(prev)]);
       } else {
         link_arg = -1;

@@ -10,18 +10,23 @@
 
 namespace ka::extractor::detail {
 
-/// What the FusionChecker is told about a graph, and how its nodes link.
+/// What the FusionChecker is told about a run of a graph's nodes [begin, end), and how they
+/// link. Indices in `nodes` and `link_arg` are relative to `begin`.
 struct GraphFusionView {
-  std::vector<FusionNode> nodes;  ///< One per graph node, in graph order.
+  std::size_t begin = 0;
+  std::vector<FusionNode> nodes;  ///< One per node of the run, in graph order.
   /// Per node: the argument that reads the previous node's output where the two can chain
   /// (the previous node's FusionNode is then its chain_input); -1 otherwise.
   std::vector<int> link_arg;
 };
 
-/// Builds the view of `graph`, whose node i runs `specs[i]` (arities already checked): who
-/// reads each output, which argument links a node to the one before it, the tensors each
-/// node reads from outside a chain, and the bytes of one row of those (sizes of values the
-/// graph computes come from output_sizes(), so the row budget is known before any packing).
-GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs);
+/// Builds the view of nodes [begin, end) of `graph`, each of which runs `specs[i]` (arities
+/// already checked): who reads each output (any node of the graph, or its caller), which
+/// argument links a node to the one before it, the tensors each node reads from outside a
+/// chain, and the bytes of one row of those. The sizes of values the run reads from before
+/// it come from graph.values (so those must be set); of values it computes, from
+/// output_sizes(), so the row budget is known before any packing.
+GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs,
+                            std::size_t begin, std::size_t end);
 
 }  // namespace ka::extractor::detail

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace ka::extractor::detail {
 
@@ -46,7 +47,30 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {19, "aten::sum.dim_IntList", OpKind::kSum, 4, false, false, {{-1, -1}}},
     {20, "aten::mm.out", OpKind::kGemm, 3, false, false, {{-1, -1}}, 2},
     {21, "aten::addmm.out", OpKind::kGemm, 6, false, false, {{-1, -1}}, 5},
+    {22, "aten::matmul", OpKind::kBmm, 2, false, false, {{-1, -1}}},
 }};
+
+constexpr int kMatmulId = 22;
+
+// Note [matmul on ka]
+// aten::matmul of two tensors of the same rank >= 3 with equal batch dimensions is a bmm over
+// the batch dimensions taken as one (attention's q @ k^T and probs @ v, heads included), when
+// each operand's batch dimensions can be viewed as one without a copy. Its other cases (1-D
+// and 2-D operands, broadcast batch dimensions, batch dimensions no view can merge) are
+// refused as NotImplementedError, so a graph runs them on libtorch (Note [Fallback nodes]).
+// Its rows in a tuned table are aten::bmm's.
+
+// `t` with its leading dimensions merged into one: [batch, rows, cols]; nullopt when no view
+// can describe that.
+std::optional<at::Tensor> as_batched_matrices(const at::Tensor& t) {
+  std::vector<std::int64_t> shape{-1, t.size(-2), t.size(-1)};
+  if (t.numel() == 0) shape[0] = 0;
+  try {
+    return t.view(shape);
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+}
 
 // The GEMM ops' argument layouts: mm(self, mat2[, out]), addmm(self, mat1, mat2, beta,
 // alpha[, out]), linear(input, weight, bias).
@@ -444,16 +468,51 @@ void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   add_key(out, args->mat1);
   add_key(out, args->mat2);
   out.strided = !args->mat1.is_contiguous() || !args->mat2.is_contiguous();
-  finish_pack(out, args, OpKind::kGemm, bias != nullptr ? "aten::addmm" : "aten::mm",
-              g.kind == FusionKind::kGemmEpilogue ? "fused::gemm_epilogue" : op.signature);
+  // linear and the out= overloads look their configs up as the GEMM they run (addmm or mm),
+  // under which ka-tune stores them.
+  const char* gemm = bias != nullptr ? "aten::addmm" : "aten::mm";
+  finish_pack(out, args, OpKind::kGemm, gemm,
+              g.kind == FusionKind::kGemmEpilogue ? "fused::gemm_epilogue" : gemm);
+}
+
+// aten::matmul as a bmm (Note [matmul on ka]): the batched views of its operands, and the
+// shape of its result.
+struct BatchedMatmul {
+  at::Tensor a;
+  at::Tensor b;
+  std::vector<std::int64_t> result_shape;
+};
+
+BatchedMatmul batched_matmul(const OpSpec& op, const at::Tensor& a, const at::Tensor& b) {
+  const auto refuse = [&](const std::string& why) {
+    KA_THROW(NotImplementedError, op.signature, ": ", why, " (", c10::str(a.sizes()), " @ ",
+             c10::str(b.sizes()), "); libtorch runs it");
+  };
+  if (a.dim() < 3 || a.dim() != b.dim()) refuse("ka runs matmul of two tensors of one rank >= 3");
+  for (std::int64_t d = 0; d + 2 < a.dim(); ++d) {
+    if (a.size(d) != b.size(d)) refuse("ka does not broadcast matmul's batch dimensions");
+  }
+  if (a.size(-1) != b.size(-2)) {
+    fail(op, "size mismatch: " + c10::str(a.sizes()) + " @ " + c10::str(b.sizes()));
+  }
+  auto a3 = as_batched_matrices(a);
+  auto b3 = as_batched_matrices(b);
+  if (!a3 || !b3) refuse("the batch dimensions cannot be viewed as one");
+  std::vector<std::int64_t> shape(a.sizes().begin(), a.sizes().end());
+  shape.back() = b.size(-1);
+  return {std::move(*a3), std::move(*b3), std::move(shape)};
 }
 
 void pack_bmm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   const NodeArgs& n = g.nodes[0];
   check_arity(n);
   const OpSpec& op = *n.spec;
-  const at::Tensor& a = tensor_arg(n, 0, "self", out.device);
-  const at::Tensor& b = tensor_arg(n, 1, "mat2", out.device);
+  const at::Tensor& self = tensor_arg(n, 0, "self", out.device);
+  const at::Tensor& other = tensor_arg(n, 1, op.id == kMatmulId ? "other" : "mat2", out.device);
+  std::optional<BatchedMatmul> matmul;
+  if (op.id == kMatmulId) matmul = batched_matmul(op, self, other);
+  const at::Tensor& a = matmul ? matmul->a : self;
+  const at::Tensor& b = matmul ? matmul->b : other;
   if (a.dim() != 3) fail(op, "batch1 must be a 3D tensor, got " + c10::str(a.sizes()));
   if (b.dim() != 3) fail(op, "batch2 must be a 3D tensor, got " + c10::str(b.sizes()));
   if (a.size(0) != b.size(0) || a.size(2) != b.size(1)) {
@@ -462,18 +521,18 @@ void pack_bmm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
                  std::to_string(b.size(0)) + ", " + std::to_string(b.size(1)) + "].");
   }
   auto* args = buf.emplace<kernels::BmmArgs>();
-  out.result = allocate({a.size(0), a.size(1), b.size(2)}, out.device);
-  args->out = to_view(out.result);
+  const at::Tensor result = allocate({a.size(0), a.size(1), b.size(2)}, out.device);
+  out.result = matmul ? result.view(matmul->result_shape) : result;
+  args->out = to_view(result);
   args->mat1 = to_view(a);
   args->mat2 = to_view(b);
   add_range(out, a, Access::kRead);
   add_range(out, b, Access::kRead);
-  add_range(out, out.result, Access::kWrite);
+  add_range(out, result, Access::kWrite);
   add_key(out, args->mat1);
   add_key(out, args->mat2);
   out.strided = !args->mat1.is_contiguous() || !args->mat2.is_contiguous();
-  finish_pack(out, args, OpKind::kBmm, op.signature,
-              op.signature);
+  finish_pack(out, args, OpKind::kBmm, "aten::bmm", "aten::bmm");
 }
 
 // ---- row reductions with a prologue -------------------------------------------------------
@@ -520,8 +579,11 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
     }
   }
   add_range(out, out.result, Access::kWrite);
-  finish_pack(out, args, OpKind::kSoftmax, op.signature,
-              g.count > 1 ? "fused::pointwise_softmax" : op.signature);
+  // softmax.int of an fp32 tensor is _softmax (no dtype cast): keyed and looked up as it, so
+  // ka-tune's aten::_softmax rows serve it.
+  const char* softmax = "aten::_softmax";
+  finish_pack(out, args, OpKind::kSoftmax, softmax,
+              g.count > 1 ? "fused::pointwise_softmax" : softmax);
 }
 
 void pack_layer_norm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
@@ -689,8 +751,13 @@ std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* 
     case OpKind::kBmm: {
       const Sizes* a = tensor_sizes[0];
       const Sizes* b = tensor_sizes[1];
-      if (a == nullptr || b == nullptr || a->size() != 3 || b->size() != 3) return std::nullopt;
-      return Sizes{(*a)[0], (*a)[1], (*b)[2]};
+      if (a == nullptr || b == nullptr || a->size() != b->size() || a->size() < 3) {
+        return std::nullopt;
+      }
+      if (spec.id != kMatmulId && a->size() != 3) return std::nullopt;
+      Sizes out(*a);
+      out.back() = b->back();
+      return out;
     }
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:

@@ -8,10 +8,13 @@
 #include <ka/runtime/runtime.hpp>
 
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ka::runtime {
 const char* to_string(SchedulePolicy /*p*/) noexcept { return "inputs-device"; }
@@ -72,10 +75,11 @@ dispatch::Stack Runtime::call(std::string_view op, dispatch::Stack args) const {
 
 namespace {
 
+// The node's exact overload ("aten::add.Tensor"), or its kind for a node without a schema
+// ("prim::ListUnpack").
 std::string signature_of(const torch::jit::Node& node) {
   const c10::FunctionSchema* schema = node.maybeSchema();
-  KA_CHECK_TYPE(NotImplementedError, schema != nullptr, "graph node ", node.kind().toQualString(),
-                " has no schema ka knows");
+  if (schema == nullptr) return node.kind().toQualString();
   std::string s = schema->name();
   if (!schema->overload_name().empty()) s += "." + schema->overload_name();
   return s;
@@ -93,9 +97,156 @@ std::optional<c10::IValue> constant_value(const torch::jit::Node& node) {
   }
 }
 
+bool holds_tensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  const auto contained = type->containedTypes();
+  return std::any_of(contained.begin(), contained.end(), holds_tensor);
+}
+
+// Note [What a fallback reads]
+// A node reads only metadata (OpGraph::Reads::kMetadata, Note [Fallback nodes]) when
+//  - it is list or tuple glue, or asks a tensor for its sizes, dimensions or device;
+//  - none of its inputs holds a tensor (int arithmetic, NumToTensor, factories);
+//  - or its schema makes it a view: every output that holds a tensor is annotated as an alias
+//    of an input, and nothing is written (view, transpose, split, select, expand, ...).
+// A view whose kernel may copy (reshape, contiguous, to) is one by its schema; the extractor
+// checks that its outputs alias its inputs and otherwise runs it again once its inputs' data
+// is written.
+extractor::OpGraph::Reads reads_of(const torch::jit::Node& node) {
+  using OpGraph = extractor::OpGraph;
+  static const std::unordered_set<c10::Symbol> glue = {
+      c10::prim::ListConstruct, c10::prim::ListUnpack,  c10::prim::TupleConstruct,
+      c10::prim::TupleUnpack,   c10::prim::TupleIndex,  c10::prim::device,
+      c10::prim::GetAttr,
+      c10::prim::dtype,         c10::aten::size,        c10::aten::dim,
+      c10::aten::len,           c10::aten::__getitem__, c10::Symbol::fromQualString("aten::numel"),
+      c10::prim::layout};
+  if (glue.count(node.kind()) != 0) return OpGraph::Reads::kMetadata;
+  const auto inputs = node.inputs();
+  if (std::none_of(inputs.begin(), inputs.end(),
+                   [](const torch::jit::Value* v) { return holds_tensor(v->type()); })) {
+    return OpGraph::Reads::kMetadata;
+  }
+  const c10::FunctionSchema* schema = node.maybeSchema();
+  if (schema == nullptr) return OpGraph::Reads::kData;
+  for (const c10::Argument& a : schema->arguments()) {
+    if (a.alias_info() != nullptr && a.alias_info()->isWrite()) return OpGraph::Reads::kData;
+  }
+  bool returns_tensor = false;
+  for (const c10::Argument& r : schema->returns()) {
+    if (!holds_tensor(r.type())) continue;
+    returns_tensor = true;
+    if (r.alias_info() == nullptr || r.alias_info()->isWrite()) return OpGraph::Reads::kData;
+  }
+  return returns_tensor ? OpGraph::Reads::kMetadata : OpGraph::Reads::kData;
+}
+
+// Note [Interpreter instructions]
+// libtorch's interpreter runs list and tuple glue and attribute reads as instructions of its
+// own, not as registered operators (Node::getOperation throws for them, and the functions it
+// uses are not exported), so ka runs those itself, as the interpreter does.
+std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Node& node) {
+  using Stack = std::vector<c10::IValue>;
+  const std::size_t num_outputs = node.outputs().size();
+  const std::string where = std::string(node.kind().toQualString()) + " (%" +
+                            (num_outputs == 0 ? std::string("?") : node.outputs()[0]->debugName()) +
+                            ")";
+  switch (node.kind()) {
+    case c10::prim::ListConstruct: {
+      const c10::TypePtr element = node.output()->type()->expectRef<c10::ListType>().getElementType();
+      return [element](Stack& stack) {
+        c10::impl::GenericList list(element);
+        list.reserve(stack.size());
+        for (c10::IValue& v : stack) list.push_back(std::move(v));
+        stack.assign(1, c10::IValue(std::move(list)));
+      };
+    }
+    case c10::prim::ListUnpack:
+      return [num_outputs, where](Stack& stack) {
+        const c10::List<c10::IValue> list = stack.at(0).toList();
+        KA_CHECK(list.size() == num_outputs, where, ": a list of ", list.size(),
+                 " items cannot unpack into ", num_outputs, " values");
+        stack.assign(list.begin(), list.end());
+      };
+    case c10::prim::TupleConstruct: {
+      const auto tuple = node.output()->type()->cast<c10::TupleType>();
+      const bool named = tuple && tuple->schema();
+      return [tuple, named](Stack& stack) {
+        c10::IValue t = named ? c10::ivalue::Tuple::createNamed(std::move(stack), tuple)
+                              : c10::ivalue::Tuple::create(std::move(stack));
+        stack.assign(1, std::move(t));
+      };
+    }
+    case c10::prim::TupleUnpack:
+      return [num_outputs, where](Stack& stack) {
+        const auto elements = stack.at(0).toTupleRef().elements().vec();
+        KA_CHECK(elements.size() == num_outputs, where, ": a tuple of ", elements.size(),
+                 " items cannot unpack into ", num_outputs, " values");
+        stack = elements;
+      };
+    case c10::prim::TupleIndex:
+      return [where](Stack& stack) {
+        const auto& elements = stack.at(0).toTupleRef().elements();
+        const auto n = static_cast<std::int64_t>(elements.size());
+        std::int64_t i = stack.at(1).toInt();
+        if (i < 0) i += n;
+        KA_CHECK(i >= 0 && i < n, where, ": index ", stack.at(1).toInt(), " of a tuple of ", n);
+        c10::IValue item = elements[static_cast<std::size_t>(i)];
+        stack.assign(1, std::move(item));
+      };
+    case c10::prim::GetAttr: {
+      const std::string name = node.s(c10::attr::name);
+      return [name](Stack& stack) {
+        c10::IValue attr = stack.at(0).toObjectRef().getAttr(name);
+        stack.assign(1, std::move(attr));
+      };
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// libtorch's own kernel for the node: one of the interpreter's instructions that ka runs itself
+// (Note [Interpreter instructions]) or its registered operator, called boxed; nullopt for a
+// node only the interpreter can run (blocks, calls).
+std::optional<extractor::OpGraph::Fallback> fallback_of(const torch::jit::Node& node) {
+  if (!node.blocks().empty()) return std::nullopt;
+  if (auto instruction = instruction_of(node)) return instruction;
+  try {
+    return [op = node.getOperation()](std::vector<c10::IValue>& stack) mutable { op(stack); };
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// A list whose items are all known ints (shapes, dims) is folded into one value.
+std::optional<c10::IValue> folded_int_list(const torch::jit::Node& node,
+                                           const extractor::OpGraph& g,
+                                           const std::unordered_map<const torch::jit::Value*, int>& index) {
+  if (node.kind() != c10::prim::ListConstruct) return std::nullopt;
+  c10::List<std::int64_t> items;
+  for (const torch::jit::Value* in : node.inputs()) {
+    const auto it = index.find(in);
+    if (it == index.end()) return std::nullopt;
+    const c10::IValue& v = g.values[static_cast<std::size_t>(it->second)];
+    if (!v.isInt() || in->node()->kind() != c10::prim::Constant) return std::nullopt;
+    items.push_back(v.toInt());
+  }
+  return c10::IValue(items);
+}
+
 }  // namespace
 
 extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
+  std::string why;
+  std::optional<extractor::OpGraph> g = try_lower(graph, inputs, why);
+  KA_CHECK_TYPE(NotImplementedError, g.has_value(), "graph ", why);
+  return std::move(*g);
+}
+
+std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
+                                                     const std::vector<c10::IValue>& inputs,
+                                                     std::string& why) {
   extractor::OpGraph g;
   std::unordered_map<const torch::jit::Value*, int> index;
   KA_CHECK(inputs.size() == graph.inputs().size(), "graph takes ", graph.inputs().size(),
@@ -109,38 +260,40 @@ extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c1
     KA_CHECK(it != index.end(), "graph value %", v->debugName(), " is used before it is defined");
     return it->second;
   };
+  auto define = [&](const torch::jit::Value* v, c10::IValue value) {
+    index[v] = static_cast<int>(g.values.size());
+    g.values.push_back(std::move(value));
+    return index[v];
+  };
+  int position = 0;
   for (torch::jit::Node* node : graph.nodes()) {
-    const auto kind = node->kind();
-    // Before node->output(), which asserts (c10::Error) on any other count.
-    KA_CHECK_TYPE(NotImplementedError, node->outputs().size() == 1, "graph node ",
-                  kind.toQualString(), " has ", node->outputs().size(),
-                  " outputs; ka extracts single-output ops");
-    if (kind == c10::prim::Constant) {
+    ++position;
+    if (node->kind() == c10::prim::Constant) {
+      // Before node->output(), which asserts (c10::Error) on any other count.
+      KA_CHECK(node->outputs().size() == 1, "graph constant has ", node->outputs().size(),
+               " outputs");
       const auto v = constant_value(*node);
       KA_CHECK(v.has_value(), "graph constant %", node->output()->debugName(), " has no value");
-      index[node->output()] = static_cast<int>(g.values.size());
-      g.values.push_back(*v);
+      define(node->output(), *v);
       continue;
     }
-    if (kind == c10::prim::ListConstruct) {
-      // Lists of ints (shapes, dims) are folded into one value; their items must be known.
-      c10::List<std::int64_t> items;
-      for (const torch::jit::Value* in : node->inputs()) {
-        const c10::IValue& v = g.values[static_cast<std::size_t>(value_of(in))];
-        KA_CHECK_TYPE(NotImplementedError, v.isInt(), "graph node prim::ListConstruct (%",
-                      node->output()->debugName(), "): only lists of ints are supported");
-        items.push_back(v.toInt());
-      }
-      index[node->output()] = static_cast<int>(g.values.size());
-      g.values.emplace_back(items);
+    if (auto list = folded_int_list(*node, g, index)) {
+      define(node->output(), std::move(*list));
       continue;
+    }
+    std::optional<extractor::OpGraph::Fallback> fallback = fallback_of(*node);
+    if (!fallback) {
+      why = "node " + std::to_string(position - 1) + " (" + node->kind().toQualString() + ") " +
+            (node->blocks().empty() ? "is an instruction only libtorch's interpreter runs"
+                                    : "is control flow ka does not flatten");
+      return std::nullopt;
     }
     extractor::OpGraph::Node n;
     n.signature = signature_of(*node);
     for (const torch::jit::Value* in : node->inputs()) n.inputs.push_back(value_of(in));
-    index[node->output()] = static_cast<int>(g.values.size());
-    n.outputs.push_back(static_cast<int>(g.values.size()));
-    g.values.emplace_back();
+    for (const torch::jit::Value* out : node->outputs()) n.outputs.push_back(define(out, {}));
+    n.fallback = std::move(*fallback);
+    n.reads = reads_of(*node);
     g.nodes.push_back(std::move(n));
   }
   for (const torch::jit::Value* out : graph.outputs()) g.outputs.push_back(value_of(out));
@@ -149,10 +302,42 @@ extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c1
 
 GraphResult Runtime::run_graph(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
                                const extractor::GraphOptions& options) const {
-  extractor::OpGraph g = lower(graph, inputs);
+  std::string why;
+  std::optional<extractor::OpGraph> g = try_lower(graph, inputs, why);
+  if (!g) return run_in_interpreter(graph, inputs, why);
   GraphResult r;
-  r.tasks = extractor().run_graph(g, options);
-  for (int v : g.outputs) r.outputs.push_back(g.values[static_cast<std::size_t>(v)]);
+  r.tasks = extractor().run_graph(*g, options);
+  for (int v : g->outputs) r.outputs.push_back(g->values[static_cast<std::size_t>(v)]);
+  return r;
+}
+
+GraphResult Runtime::run_in_interpreter(torch::jit::Graph& graph,
+                                        const std::vector<c10::IValue>& inputs,
+                                        const std::string& why) {
+  KA_CHECK(inputs.size() == graph.inputs().size(), "graph takes ", graph.inputs().size(),
+           " inputs, got ", inputs.size());
+  log().debug("graph runs in libtorch's interpreter: {}", why);
+  GraphResult r;
+  extractor::TaskPlan plan;
+  plan.pattern = "graph";
+  for (int i = 0; i < static_cast<int>(std::distance(graph.nodes().begin(), graph.nodes().end()));
+       ++i) {
+    plan.nodes.push_back(i);
+  }
+  plan.kernel = "torch::jit interpreter";
+  plan.device = "cpu";
+  plan.provenance = db::Provenance::kFallback;
+  plan.fallback = "the whole graph runs in libtorch's interpreter: " + why;
+  std::vector<c10::IValue> stack = inputs;
+  try {
+    const torch::jit::Code code(graph.copy(), "ka_fallback");
+    torch::jit::InterpreterState(code).run(stack);
+  } catch (const c10::Error& e) {
+    KA_THROW(ValueError, "graph (libtorch's interpreter, because ", why,
+             "): ", e.what_without_backtrace());
+  }
+  r.outputs = std::move(stack);
+  r.tasks.push_back(std::move(plan));
   return r;
 }
 

@@ -290,9 +290,10 @@ TEST(FusionChecker, RowBudgetIsAppliedThroughRunGraph) {
     OpGraph g;
     g.values = {x, w, b, c10::IValue(1), c10::IValue(-1), c10::IValue(false),
                 c10::IValue(), c10::IValue(), c10::IValue()};
-    g.nodes = {{"aten::mm", {0, 1}, {6}},
-               {"aten::add.Tensor", {6, 2, 3}, {7}},
-               {"aten::_softmax", {7, 4, 5}, {8}}};
+    constexpr auto kData = OpGraph::Reads::kData;
+    g.nodes = {{"aten::mm", {0, 1}, {6}, {}, kData},
+               {"aten::add.Tensor", {6, 2, 3}, {7}, {}, kData},
+               {"aten::_softmax", {7, 4, 5}, {8}, {}, kData}};
     g.outputs = {8};
     return g;
   };

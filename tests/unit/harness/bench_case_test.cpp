@@ -99,7 +99,7 @@ TEST(BenchCase, MlpPlanIsGemmWithGeluEpilogueThenGemm) {
   EXPECT_EQ(fused.shape_key, "x=17x48,w1=96x48,b1=96,w2=48x96,b2=48");
 }
 
-TEST(BenchCase, AGraphKaCannotRunIsRefusedNotIncorrect) {
+TEST(BenchCase, AGraphNodeKaDoesNotServeRunsOnLibtorch) {
   const fs::path p = fs::temp_directory_path() / "ka_bench_case_test_tanh.yaml";
   std::ofstream(p) << R"(suite: t
 graphs:
@@ -116,9 +116,16 @@ groups:
   fs::remove(p);
   const auto b = make_bench_case(s.cases[0], 1, CaseContext{1, ""});
   const CheckResult r = b->check(0);
-  EXPECT_FALSE(r.correct);
-  EXPECT_TRUE(r.refused);
-  EXPECT_NE(r.detail.find("aten::tanh"), std::string::npos) << r.detail;
+  EXPECT_TRUE(r.correct) << r.detail;
+  const VariantInfo info = b->info(0);
+  ASSERT_EQ(info.tasks.size(), 1U);
+  EXPECT_EQ(info.tasks[0].pattern, "aten::tanh");
+  EXPECT_EQ(info.tasks[0].kernel, "libtorch");
+  EXPECT_EQ(info.tasks[0].provenance, db::Provenance::kFallback);
+  EXPECT_NE(info.tasks[0].fallback.find("ka has no kernel for aten::tanh"), std::string::npos)
+      << info.tasks[0].fallback;
+  EXPECT_EQ(info.tasks[0].shape_key, "[4,4]");
+  EXPECT_EQ(info.kernel, "libtorch");
 }
 
 TEST(BenchCase, GemmCaseThroughTheSameInterface) {

@@ -151,13 +151,13 @@ def block(x, w, b, res):
 TEST(Graph, BadGraphsAreClearErrors) {
   Runtime rt;
   EXPECT_THROW(rt.run_graph("graph(%x : Tensor:\n", {at::ones({1})}), ValueError);
-  const std::string unsupported = R"IR(
-graph(%x : Tensor):
-  %y : Tensor = aten::tanh(%x)
-  return (%y)
-)IR";
+  // A node without ka's kernel or a fallback (an OpGraph built by hand) is refused by name.
+  extractor::OpGraph hand;
+  hand.values = {at::ones({2}), c10::IValue()};
+  hand.nodes.push_back({"aten::tanh", {0}, {1}, {}, extractor::OpGraph::Reads::kData});
+  hand.outputs = {1};
   try {
-    rt.run_graph(unsupported, {at::ones({2})});
+    rt.extractor().run_graph(hand);
     ADD_FAILURE();
   } catch (const NotImplementedError& e) {
     EXPECT_NE(std::string(e.what()).find("kernel not found for aten::tanh"), std::string::npos)

@@ -18,9 +18,10 @@
 
 namespace ka::db {
 
-/// Where a recommended configuration came from.
-enum class Provenance { kExact, kNearestShape, kArchDefault, kHeuristic };
-/// "exact", "nearest", "arch-default", "heuristic".
+/// Where a recommended configuration came from; kFallback: nowhere, libtorch's own kernel
+/// ran the op (a graph node ka does not serve).
+enum class Provenance { kExact, kNearestShape, kArchDefault, kHeuristic, kFallback };
+/// "exact", "nearest", "arch-default", "heuristic", "fallback".
 std::string_view to_string(Provenance p);
 
 /// The `shape_key` of a row that holds the op's architecture default for its fingerprint.

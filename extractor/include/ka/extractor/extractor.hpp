@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,23 +47,43 @@ class OpHandle {
 /// `values` holds the inputs and constants; each node reads values by index and its outputs
 /// are written to the indices in `outputs`. Nodes are in topological order.
 struct OpGraph {
+  /// libtorch's own kernel for a node: called with the node's inputs on a stack, it leaves
+  /// the node's outputs there (a boxed call of the node's schema, or the interpreter's
+  /// operation for a prim node).
+  using Fallback = std::function<void(std::vector<c10::IValue>& stack)>;
+  /// What a fallback reads. kMetadata: only sizes, strides and list or tuple structure (a
+  /// view, aten::size, list and tuple glue), so it may run before the tasks that write its
+  /// inputs' data; kData: the data itself. See Note [Fallback nodes].
+  enum class Reads : std::uint8_t { kData, kMetadata };
   struct Node {
-    std::string signature;     ///< Exact overload: "aten::add.Tensor".
+    std::string signature;     ///< Exact overload "aten::add.Tensor", or a prim node's kind.
     std::vector<int> inputs;   ///< Schema arguments, as indices into values.
     std::vector<int> outputs;  ///< Where results go.
+    /// Runs the node where ka has no kernel for it or its kernel refuses the arguments;
+    /// empty when the node must run on ka (graphs built by hand).
+    Fallback fallback;
+    Reads reads = Reads::kData;
   };
   std::vector<c10::IValue> values;
   std::vector<Node> nodes;
   std::vector<int> outputs;  ///< Values the caller reads after the run (kept materialised).
 };
 
+/// Fallback task ids have this bit set; the executor's ids never do.
+inline constexpr std::uint64_t kFallbackTaskIds = std::uint64_t{1} << 62;
+
 /// Options of one graph extraction.
 struct GraphOptions {
   bool fusion = true;  ///< false: every op is its own kernel ("ka unfused").
+  /// Fill a fallback's TaskPlan::shape_key with its inputs' shapes ("[1,128,768],int"), for
+  /// reports; off by default, as it costs a string per fallback and call.
+  bool describe_fallbacks = false;
 };
 
 /// One extracted kernel launch as --explain and dump_extraction_context() show it.
 struct TaskPlan {
+  /// The executor's id of the task, or for a fallback one of kFallbackTaskIds: the id of its
+  /// "block" spans, or of its "fallback" span, in the profiler.
   std::uint64_t task_id = 0;
   std::string pattern;     ///< Signature, or fusion pattern "fused::ew_chain[mul+add+gelu]".
   std::vector<int> nodes;  ///< Graph node indices it covers.
@@ -72,8 +93,11 @@ struct TaskPlan {
   std::string device;
   std::string shape_key;
   std::string config;
-  db::Provenance provenance = db::Provenance::kHeuristic;
+  db::Provenance provenance = db::Provenance::kHeuristic;  ///< kFallback: libtorch ran it.
   std::vector<std::uint64_t> dependencies;
+  /// Why libtorch's own kernel ran these nodes ("ka has no kernel for aten::split.Tensor");
+  /// "" for ka's tasks.
+  std::string fallback;
 };
 
 /// One call extracted once and runnable many times with a chosen configuration: what the
@@ -169,8 +193,9 @@ class Extractor {
 
   /// Extracts a whole graph (with fusion unless disabled), submits every task to the CPU
   /// executor (independent tasks overlap), waits, and stores results in graph.values.
-  /// Returns the plan of every task. Errors as call(); no task runs unless every node
-  /// extracted.
+  /// Nodes ka does not serve run their fallback (Note [Fallback nodes]). Returns the plan
+  /// of every task, fallbacks included, in graph order. Errors as call(); no task runs
+  /// unless every node before the first data fallback extracted.
   std::vector<TaskPlan> run_graph(OpGraph& graph, const GraphOptions& options = {});
 
   /// The recommendation table consulted for configs of `device`'s kernels (an empty one by

@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,16 +70,30 @@ class Runtime {
   dispatch::Stack call(std::string_view op, dispatch::Stack args) const;
 
   /// Parses TorchScript IR (torch::jit::parseIR) and runs it. `inputs` are the graph's
-  /// inputs in order. Throws ka::ValueError for IR that does not parse (with the parser's
-  /// message), for unsupported nodes (naming the node), or for inputs that do not match.
+  /// inputs in order. Nodes ka does not serve run libtorch's own kernels; a graph with control
+  /// flow runs in libtorch's interpreter. Throws ka::ValueError for IR that does not parse
+  /// (with the parser's message), for inputs that do not match, or when a node fails (naming
+  /// it).
   GraphResult run_graph(const std::string& ir, const std::vector<c10::IValue>& inputs,
                         const extractor::GraphOptions& options = {}) const;
   /// Runs a graph object (e.g. a scripted module's forward graph, self included in inputs).
   GraphResult run_graph(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
                         const extractor::GraphOptions& options = {}) const;
-  /// Lowers `graph` to ka's OpGraph (constants folded into values, one node per op call)
-  /// without running it.
+  /// Lowers `graph` to ka's OpGraph without running it: constants (tensors too) and lists of
+  /// constant ints folded into values, one node per other node, each with libtorch's own
+  /// kernel as its fallback (Note [Fallback nodes]).
+  /// Throws ka::NotImplementedError for a graph only libtorch's interpreter can run.
   static extractor::OpGraph lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs);
+  /// lower(), or nullopt with `why` ("node 4 (prim::If) is control flow ka does not flatten")
+  /// for a graph only libtorch's interpreter can run.
+  static std::optional<extractor::OpGraph> try_lower(torch::jit::Graph& graph,
+                                                     const std::vector<c10::IValue>& inputs,
+                                                     std::string& why);
+  /// Runs `graph` in libtorch's interpreter as a whole, for a graph ka cannot lower (`why`:
+  /// control flow, an interpreter instruction); one task plan says so.
+  static GraphResult run_in_interpreter(torch::jit::Graph& graph,
+                                        const std::vector<c10::IValue>& inputs,
+                                        const std::string& why);
 
   [[nodiscard]] SchedulePolicy policy() const noexcept { return SchedulePolicy::kInputsDevice; }
   extractor::Extractor& extractor() const { return extractor::Extractor::global(); }

@@ -23,7 +23,7 @@ namespace ka::extractor::detail {
 enum class OpKind : std::uint8_t { kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum };
 
 /// How many operators the extractor serves.
-constexpr std::size_t kNumOps = 22;
+constexpr std::size_t kNumOps = 23;
 
 /// One operator ka serves: its exact signature, family, schema arity, for element-wise ops
 /// which arguments are tensors, and for out= overloads which argument is the output.

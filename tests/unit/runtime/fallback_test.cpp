@@ -1,0 +1,333 @@
+// Graphs with nodes ka does not serve (Note [Fallback nodes]): libtorch's own kernels run
+// them inside ka's run, views keep their aliasing, and control flow runs in libtorch's
+// interpreter. libtorch running the same TorchScript is the oracle throughout.
+#include <ka/core/error.hpp>
+#include <ka/runtime/runtime.hpp>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/jit.h>
+
+#include <algorithm>
+#include <string>
+
+namespace ka::runtime {
+namespace {
+
+using extractor::TaskPlan;
+
+// A TorchScript function, compiled from source, and its inlined graph.
+struct Scripted {
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  torch::jit::GraphFunction* fn = nullptr;
+  std::shared_ptr<torch::jit::Graph> graph;
+
+  Scripted(const std::string& source, const std::string& name)
+      : unit(torch::jit::compile(source)),
+        fn(&torch::jit::toGraphFunction(unit->get_function(name))),
+        graph(fn->graph()->copy()) {
+    torch::jit::Inline(*graph);
+  }
+
+  // libtorch's own run of the function.
+  std::vector<c10::IValue> reference(const std::vector<c10::IValue>& inputs) const {
+    std::vector<c10::IValue> stack = inputs;
+    fn->run(stack);
+    if (stack.size() == 1 && stack[0].isTuple()) return stack[0].toTupleRef().elements().vec();
+    return stack;
+  }
+};
+
+// A graph that returns a tuple returns one value; its items are the outputs.
+std::vector<c10::IValue> items(const std::vector<c10::IValue>& outputs) {
+  if (outputs.size() == 1 && outputs[0].isTuple()) return outputs[0].toTupleRef().elements().vec();
+  return outputs;
+}
+
+void expect_outputs_match(const std::vector<c10::IValue>& outputs,
+                          const std::vector<c10::IValue>& want, double tol = 1e-4) {
+  const std::vector<c10::IValue> got = items(outputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    const at::Tensor g = got[i].toTensor();
+    const at::Tensor w = want[i].toTensor();
+    ASSERT_EQ(g.sizes(), w.sizes());
+    EXPECT_TRUE(at::allclose(g, w, tol, tol)) << "max diff " << (g - w).abs().max().item<double>();
+  }
+}
+
+const TaskPlan* find_plan(const std::vector<TaskPlan>& plans, const std::string& pattern) {
+  const auto it = std::find_if(plans.begin(), plans.end(),
+                               [&](const TaskPlan& p) { return p.pattern == pattern; });
+  return it == plans.end() ? nullptr : &*it;
+}
+
+// Every node of the lowered graph appears in exactly one plan: --explain accounts for it.
+void expect_every_node_planned(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs,
+                               const std::vector<TaskPlan>& plans) {
+  const extractor::OpGraph g = Runtime::lower(graph, inputs);
+  std::vector<int> seen(g.nodes.size(), 0);
+  for (const TaskPlan& p : plans) {
+    for (int n : p.nodes) ++seen[static_cast<std::size_t>(n)];
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i], 1) << "node " << i << " " << g.nodes[i].signature;
+  }
+}
+
+// A GPT-2 block as its PyTorch code is written: the fused qkv projection split three ways,
+// heads made by view and transpose, attention by matmul, heads merged by contiguous and view.
+const char* kGpt2Block = R"TS(
+def block(x: Tensor, ln1_w: Tensor, ln1_b: Tensor, w_qkv: Tensor, b_qkv: Tensor, w_o: Tensor,
+          b_o: Tensor, ln2_w: Tensor, ln2_b: Tensor, w_fc: Tensor, b_fc: Tensor, w_proj: Tensor,
+          b_proj: Tensor, mask: Tensor, heads: int):
+    B = x.size(0)
+    T = x.size(1)
+    C = x.size(2)
+    h = torch.layer_norm(x, [C], ln1_w, ln1_b, 1e-5, True)
+    q, k, v = torch.linear(h, w_qkv, b_qkv).split(C, dim=2)
+    q = q.view(B, T, heads, C // heads).transpose(1, 2)
+    k = k.view(B, T, heads, C // heads).transpose(1, 2)
+    v = v.view(B, T, heads, C // heads).transpose(1, 2)
+    att = torch.matmul(q, k.transpose(-2, -1)) * 0.125
+    att = torch.softmax(att + mask, -1)
+    y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
+    x = x + torch.linear(y, w_o, b_o)
+    m = torch.gelu(torch.linear(torch.layer_norm(x, [C], ln2_w, ln2_b, 1e-5, True), w_fc, b_fc))
+    return x + torch.linear(m, w_proj, b_proj)
+)TS";
+
+std::vector<c10::IValue> gpt2_inputs(std::int64_t batch, std::int64_t tokens, std::int64_t c,
+                                     std::int64_t heads) {
+  at::manual_seed(7);
+  const auto w = [](std::int64_t out, std::int64_t in) {
+    return at::randn({out, in}) / std::sqrt(static_cast<double>(in));
+  };
+  const at::Tensor causal = at::triu(at::ones({tokens, tokens}), 1) * -1e4;
+  return {at::randn({batch, tokens, c}), 1 + 0.1 * at::randn({c}), 0.1 * at::randn({c}),
+          w(3 * c, c), 0.1 * at::randn({3 * c}), w(c, c), 0.1 * at::randn({c}),
+          1 + 0.1 * at::randn({c}), 0.1 * at::randn({c}), w(4 * c, c), 0.1 * at::randn({4 * c}),
+          w(c, 4 * c), 0.1 * at::randn({c}), causal, heads};
+}
+
+TEST(Fallback, AGpt2BlockRunsWithLibtorchForWhatKaDoesNotServe) {
+  const Scripted s(kGpt2Block, "block");
+  Runtime rt;
+  // Batch 1, fused and unfused; batch 2, whose heads' batch dimensions no view can merge, so
+  // attention's matmuls run on libtorch (Note [matmul on ka]).
+  for (const auto& [batch, fusion] : {std::pair{1, true}, std::pair{1, false}, std::pair{2, true}}) {
+    SCOPED_TRACE(std::string(fusion ? "fused" : "unfused") + ", batch " + std::to_string(batch));
+    const std::vector<c10::IValue> inputs = gpt2_inputs(batch, 24, 64, 4);
+    const auto want = s.reference(inputs);
+    const GraphResult got = rt.run_graph(*s.graph, inputs, {fusion});
+    expect_outputs_match(got.outputs, want);
+    expect_every_node_planned(*s.graph, inputs, got.tasks);
+    int on_ka = 0;
+    for (const TaskPlan& p : got.tasks) {
+      if (p.provenance != db::Provenance::kFallback) {
+        ++on_ka;
+        continue;
+      }
+      EXPECT_EQ(p.kernel, "libtorch") << p.pattern;
+      EXPECT_FALSE(p.fallback.empty()) << p.pattern;
+    }
+    // Two layer norms, four linears, the scale, the mask add, softmax, gelu, two residuals.
+    EXPECT_GE(on_ka, fusion ? 6 : 12);
+    // The views run during extraction; cat reads data, so it waits for its inputs. The
+    // heads' matmuls are bmms on ka.
+    const TaskPlan* split = find_plan(got.tasks, "aten::split.Tensor");
+    ASSERT_NE(split, nullptr);
+    EXPECT_NE(split->config.find("metadata"), std::string::npos) << split->config;
+    EXPECT_NE(split->fallback.find("ka has no kernel for aten::split.Tensor"), std::string::npos);
+    const TaskPlan* contiguous = find_plan(got.tasks, "aten::contiguous");
+    ASSERT_NE(contiguous, nullptr);
+    EXPECT_NE(contiguous->config.find("reads data"), std::string::npos) << contiguous->config;
+    const TaskPlan* matmul = find_plan(got.tasks, "aten::matmul");
+    ASSERT_NE(matmul, nullptr);
+    if (batch == 1) {
+      EXPECT_NE(matmul->provenance, db::Provenance::kFallback) << matmul->fallback;
+      EXPECT_EQ(matmul->shape_key.rfind("aten::bmm(f32[4,24,16]", 0), 0U) << matmul->shape_key;
+    } else {
+      EXPECT_EQ(matmul->provenance, db::Provenance::kFallback);
+      EXPECT_NE(matmul->fallback.find("cannot be viewed as one"), std::string::npos)
+          << matmul->fallback;
+    }
+    const TaskPlan* linear = find_plan(got.tasks, "aten::linear");
+    if (!fusion) {
+      ASSERT_NE(linear, nullptr);
+      EXPECT_NE(linear->provenance, db::Provenance::kFallback);
+    }
+  }
+}
+
+TEST(Fallback, AWriteThroughAViewIsOrderedByTheViewsMemory) {
+  // y = relu(x); v = y.view(-1); v += z (ka's in-place add through the view); w = y * 2.
+  // The view runs during extraction, before relu has written y: only its aliasing of y's
+  // memory orders the add after relu and the mul after the add.
+  const Scripted s(R"TS(
+def f(x: Tensor, z: Tensor):
+    y = torch.relu(x)
+    v = y.view([-1])
+    v.add_(z)
+    return y * 2.0, v
+)TS",
+                   "f");
+  at::manual_seed(3);
+  const std::vector<c10::IValue> inputs = {at::randn({8, 16}), at::randn({128})};
+  const auto want = s.reference(inputs);
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  expect_outputs_match(got.outputs, want, 0);
+  const TaskPlan* view = find_plan(got.tasks, "aten::view");
+  ASSERT_NE(view, nullptr);
+  EXPECT_NE(view->config.find("metadata"), std::string::npos);
+  const TaskPlan* add = find_plan(got.tasks, "aten::add_.Tensor");
+  ASSERT_NE(add, nullptr);
+  EXPECT_NE(add->provenance, db::Provenance::kFallback);
+  EXPECT_FALSE(add->dependencies.empty());
+}
+
+TEST(Fallback, AViewThatCopiesRunsAgainAfterItsInputIsWritten) {
+  // reshape of a transposed tensor cannot be a view: it copies, so it must read relu's output
+  // after relu ran, though its schema makes it a view.
+  const Scripted s(R"TS(
+def f(x: Tensor):
+    y = torch.relu(x).t()
+    return torch.sigmoid(y.reshape([-1]))
+)TS",
+                   "f");
+  at::manual_seed(4);
+  const std::vector<c10::IValue> inputs = {at::randn({6, 10})};
+  const auto want = s.reference(inputs);
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  expect_outputs_match(got.outputs, want, 1e-6);
+  const TaskPlan* reshape = find_plan(got.tasks, "aten::reshape");
+  ASSERT_NE(reshape, nullptr);
+  EXPECT_NE(reshape->config.find("reads data"), std::string::npos) << reshape->config;
+}
+
+TEST(Fallback, ArgumentsKaRefusesRunLibtorchsKernel) {
+  // ka's GEMM serves float32; a float64 mm is libtorch's, and the graph still runs.
+  const Scripted s(R"TS(
+def f(a: Tensor, b: Tensor, c: Tensor):
+    return torch.mm(a, b), torch.mm(c, c)
+)TS",
+                   "f");
+  at::manual_seed(5);
+  const std::vector<c10::IValue> inputs = {at::randn({5, 7}, at::kDouble),
+                                           at::randn({7, 3}, at::kDouble), at::randn({4, 4})};
+  const auto want = s.reference(inputs);
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  expect_outputs_match(got.outputs, want);
+  ASSERT_GE(got.tasks.size(), 2U);
+  EXPECT_EQ(got.tasks[0].pattern, "aten::mm");
+  EXPECT_EQ(got.tasks[0].provenance, db::Provenance::kFallback);
+  EXPECT_NE(got.tasks[0].fallback.find("ka refused it"), std::string::npos)
+      << got.tasks[0].fallback;
+  EXPECT_EQ(got.tasks[1].pattern, "aten::mm");
+  EXPECT_NE(got.tasks[1].provenance, db::Provenance::kFallback);
+}
+
+TEST(Fallback, MatmulRunsOnKaWhereItIsABmmAndOnLibtorchElsewhere) {
+  const Scripted s(R"TS(
+def f(q: Tensor, k: Tensor, x: Tensor, w: Tensor, p: Tensor):
+    a = torch.matmul(q, k.transpose(-2, -1))
+    b = torch.matmul(x, w)
+    c = torch.matmul(q, w)
+    d = torch.matmul(p.transpose(0, 1), k)
+    return a, b, c, d
+)TS",
+                   "f");
+  at::manual_seed(9);
+  // q, k: [2, 3, 5, 4] (batch 2 x 3 heads); w: [4, 6]; p: [3, 2, 5, 5], whose transpose's
+  // batch dimensions no view can merge.
+  const std::vector<c10::IValue> inputs = {at::randn({2, 3, 5, 4}), at::randn({2, 3, 5, 4}),
+                                           at::randn({7, 4}), at::randn({4, 6}),
+                                           at::randn({3, 2, 5, 5})};
+  const auto want = s.reference(inputs);
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  expect_outputs_match(got.outputs, want);
+  std::vector<const TaskPlan*> matmuls;
+  for (const TaskPlan& p : got.tasks) {
+    if (p.pattern == "aten::matmul") matmuls.push_back(&p);
+  }
+  ASSERT_EQ(matmuls.size(), 4U);
+  EXPECT_NE(matmuls[0]->provenance, db::Provenance::kFallback) << matmuls[0]->fallback;
+  EXPECT_EQ(matmuls[0]->shape_key.rfind("aten::bmm(f32[6,5,4]c,f32[6,4,5]", 0), 0U)
+      << matmuls[0]->shape_key;
+  for (int i : {1, 2}) {
+    EXPECT_EQ(matmuls[i]->provenance, db::Provenance::kFallback);
+    EXPECT_NE(matmuls[i]->fallback.find("one rank >= 3"), std::string::npos)
+        << matmuls[i]->fallback;
+  }
+  EXPECT_EQ(matmuls[3]->provenance, db::Provenance::kFallback);
+  EXPECT_NE(matmuls[3]->fallback.find("cannot be viewed as one"), std::string::npos)
+      << matmuls[3]->fallback;
+}
+
+TEST(Fallback, MultiOutputNodesAndTupleGlueRun) {
+  const Scripted s(R"TS(
+def f(x: Tensor):
+    a, b = torch.chunk(torch.relu(x), 2, 1)
+    values, indices = torch.max(a, 1)
+    t = (b, values)
+    return t[0] + 1.0, t[1], indices
+)TS",
+                   "f");
+  at::manual_seed(6);
+  const std::vector<c10::IValue> inputs = {at::randn({5, 8})};
+  const auto want = s.reference(inputs);
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  expect_outputs_match(got.outputs, want, 0);
+  expect_every_node_planned(*s.graph, inputs, got.tasks);
+}
+
+TEST(Fallback, ControlFlowRunsTheGraphInLibtorchsInterpreter) {
+  const Scripted s(R"TS(
+def f(x: Tensor, n: int):
+    for i in range(n):
+        x = torch.relu(x) - 0.5
+    if n > 2:
+        x = x * 2.0
+    return x
+)TS",
+                   "f");
+  at::manual_seed(7);
+  const std::vector<c10::IValue> inputs = {at::randn({4, 4}), 3};
+  const auto want = s.reference(inputs);
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  expect_outputs_match(got.outputs, want, 0);
+  ASSERT_EQ(got.tasks.size(), 1U);
+  EXPECT_EQ(got.tasks[0].kernel, "torch::jit interpreter");
+  EXPECT_EQ(got.tasks[0].provenance, db::Provenance::kFallback);
+  EXPECT_NE(got.tasks[0].fallback.find("prim::Loop"), std::string::npos) << got.tasks[0].fallback;
+  EXPECT_THROW(Runtime::lower(*s.graph, inputs), NotImplementedError);
+}
+
+TEST(Fallback, AFailingFallbackNamesItsNode) {
+  const Scripted s(R"TS(
+def f(a: Tensor, b: Tensor):
+    return torch.cat([torch.relu(a), b], 1)
+)TS",
+                   "f");
+  Runtime rt;
+  try {
+    rt.run_graph(*s.graph, {at::ones({2, 3}), at::ones({4, 3})});
+    ADD_FAILURE() << "cat of mismatched sizes ran";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("aten::cat"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("libtorch"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ka::runtime
