@@ -60,6 +60,15 @@ constexpr const char* kDescription =
 void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& flags) {
   app.add_option("-s,--suite", options.suite, "suite name (see --list-suites) or path to a .yaml file");
   app.add_flag("--list-suites", flags.list, "list the suites found and exit");
+  app.add_option("--model", options.model,
+                 "instead of --suite: a TorchScript module file (torch.jit.script or trace, "
+                 "saved); ka-bench freezes it and times its forward through ka (fused and "
+                 "unfused) against libtorch running the same frozen module, after checking "
+                 "their outputs agree; --explain shows which nodes ran on ka and which on "
+                 "libtorch");
+  app.add_option("--input", options.model_inputs,
+                 "with --model, once per forward argument: NAME:SHAPE, e.g. --input "
+                 "x:1x128x768 (fp32, randn; an input named mask gets 0/-1e4)");
   app.add_option("--suites-dir", options.suites_dir, "extra folder searched first for suites");
   app.add_option("--db", options.db_path, "SQLite database for the results")->capture_default_str();
   app.add_flag("--no-db", flags.no_db, "do not write results to a database");
@@ -172,8 +181,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!flags.dump_dispatch.empty()) return dump_dispatch_table(flags.dump_dispatch);
-    if (options.suite.empty()) {
-      return fail(2, "--suite is required (try --list-suites)");
+    if (options.suite.empty() && options.model.empty()) {
+      return fail(2, "--suite or --model is required (try --list-suites)");
     }
     ka::harness::apply_isa_restriction(options, argv);  // may re-execute ka-bench
     if (options.case_timeout_s > 0) options.isolate = true;

@@ -6,6 +6,7 @@
 #include <ka/core/logging.hpp>
 #include <ka/core/option_checks.hpp>
 #include <ka/harness/fusion_tune.hpp>
+#include <ka/harness/model_tune.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/profiler/measure.hpp>
 #include <ka/tuner/search.hpp>
@@ -72,6 +73,8 @@ struct Args {
   std::string shapes;
   std::string suite;
   std::string suites_dir;
+  std::string model;                      // --model: a TorchScript file
+  std::vector<std::string> model_inputs;  // --input NAME:SHAPE
   std::string filter;
   std::string cache = "hot";
   std::string device = "cpu";
@@ -135,6 +138,12 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--suite", a.suite,
                  "take the shapes of --op's cases from this suite (e.g. matmul)");
   app.add_option("--suites-dir", a.suites_dir, "extra folder searched first for suites");
+  app.add_option("--model", a.model,
+                 "instead of --op: a TorchScript module file (as ka-bench --model takes it); "
+                 "tunes every (operator, shape) the model runs on ka's kernels, then its "
+                 "fusion decisions, for ka-bench --model ... --tuned-table");
+  app.add_option("--input", a.model_inputs,
+                 "with --model, once per forward argument: NAME:SHAPE, e.g. x:1x128x768");
   app.add_option("--strategy", o.strategy, "search strategy (see --list-strategies)")
       ->capture_default_str();
   app.add_option("--budget", o.budget,
@@ -230,11 +239,15 @@ int run_replay(const Args& a) {
   return 0;
 }
 
-// --fusion: measured fusion decisions for the graph cases of --suite.
+// --fusion: measured fusion decisions for the graph cases of --suite (or --model's).
 int run_fusion(const Args& a) {
-  if (a.suite.empty()) return fail(2, "--fusion needs --suite (e.g. --suite fused)");
+  if (a.suite.empty() && a.model.empty()) {
+    return fail(2, "--fusion needs --suite (e.g. --suite fused) or --model");
+  }
   ka::harness::FusionTuneOptions f;
   f.suite = a.suite;
+  f.model = a.model;
+  f.model_inputs = a.model_inputs;
   f.suites_dir = a.suites_dir;
   f.filter = a.filter;
   f.db_path = a.o.db_path;
@@ -338,6 +351,45 @@ void take_shard(Args& a) {
 }
 
 // Sweeps --op's shapes (or this shard's part of them) and prints the winners.
+// --model: every (operator, shape) the model runs on ka's kernels, op by op, then the model's
+// fusion decisions.
+int run_model_tune(Args& a) {
+  if (!a.o.op.empty() || !a.shapes.empty() || !a.suite.empty()) {
+    return fail(2, "--model finds the ops and shapes itself: drop --op, --shapes and --suite");
+  }
+  const ka::harness::ModelTuningWork work =
+      ka::harness::model_tuning_work(a.model, a.model_inputs, a.o.threads);
+  std::printf("ka-tune --model %s: %zu (operator, shape) pairs run on ka's kernels (from one "
+              "checked unfused run)\n",
+              a.model.c_str(), work.items.size());
+  for (const auto& item : work.items) {
+    std::printf("  --op %s --shapes %s   (%s)\n", item.op.c_str(), item.shape.c_str(),
+                item.from.c_str());
+  }
+  for (const auto& why : work.skipped) std::printf("  skipped: %s\n", why.c_str());
+  std::vector<std::string> ops;
+  for (const auto& item : work.items) {
+    if (std::find(ops.begin(), ops.end(), item.op) == ops.end()) ops.push_back(item.op);
+  }
+  for (const std::string& op : ops) {
+    ka::tuner::TuneOptions o = a.o;
+    o.op = op;
+    o.shapes.clear();
+    for (const auto& item : work.items) {
+      if (item.op == op) o.shapes.push_back(item.shape);
+    }
+    std::printf("\n%s at %zu shape(s):\n", op.c_str(), o.shapes.size());
+    std::fflush(stdout);
+    print_outcomes(a, ka::tuner::tune(o));
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  const int fusion = run_fusion(a);
+  std::printf("use it: ka-bench --model %s ... --tuned-table %s\n", a.model.c_str(),
+              a.o.db_path.c_str());
+  return fusion;
+}
+
 int run_tune(Args& a) {
   ka::tuner::TuneOptions& o = a.o;
   if (o.op.empty()) return fail(2, "--op is required (e.g. --op aten::addmm)");
@@ -397,6 +449,8 @@ int main(int argc, char** argv) {
   try {
     if (a.replay) return run_replay(a);
     if (a.fusion) return run_fusion(a);
+    if (!a.model.empty()) return run_model_tune(a);
+    KA_CHECK(a.model_inputs.empty(), "--input gives the shapes of --model's inputs");
     return run_tune(a);
   } catch (const ka::Interrupted& e) {
     std::fprintf(stderr, "ka-tune: interrupted by signal %d; what finished is stored in %s and "

@@ -71,6 +71,15 @@ bool interrupted() { return interrupt_signal() != 0; }
 
 constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
 
+// Note [Per-operator profile]
+// After a module case's fused ka variant is timed, it runs kProfiledCalls more times with the
+// profiler on; each task's "block" spans (a fallback's "fallback" span) are summed per
+// (operator, shapes, served by), per call. Busy time adds up the threads' time, so a GEMM on
+// two threads counts twice its wall time: a share says where the machine's work goes, not the
+// critical path. The wall time per call is printed beside it; the gap between the two
+// (busy / threads short of wall) is extraction, waiting and idle threads.
+constexpr int kProfiledCalls = 5;
+
 // One case and its variants (detail::variants_of): ka's implementations, then the references.
 struct CaseState {
   SuiteCase c;
@@ -87,6 +96,7 @@ struct CaseState {
   std::vector<double> paired_copy;
   double probe_low = 0.0;
   double probe_high = 0.0;
+  detail::OpProfile op_profile;            // module cases: where ka's fused time went
   bool checked = false;                    // every ka variant was checked
   std::vector<Disposition> disposition;    // per variant, of the check
   std::vector<detail::CheckResult> check;  // per variant
@@ -339,7 +349,11 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
     seconds += dt;
     state.SetIterationTime(dt);
   }
-  if (probe == nullptr || state.error_occurred() || state.iterations() == 0) return;
+  if (state.error_occurred() || state.iterations() == 0) return;
+  if (v == 0 && cs.c.is_module() && cs.op_profile.rows.empty()) {
+    cs.op_profile = b->profile_ops(kProfiledCalls);
+  }
+  if (probe == nullptr) return;
   const double after = probe->measure(2).gbytes_per_s;
   const double per_call = seconds / static_cast<double>(state.iterations());
   const double gbps = cs.info[0].min_bytes / per_call / 1e9;
@@ -753,6 +767,29 @@ void print_graph_summary(const Session& s, std::FILE* out) {
   }
 }
 
+// Module cases: where ka's fused time goes, per operator and shapes (Note [Per-operator
+// profile]).
+void print_op_profiles(const Session& s, std::FILE* out) {
+  for (const CaseState& cs : s.cases) {
+    const detail::OpProfile& p = cs.op_profile;
+    if (p.rows.empty()) continue;
+    double busy = 0.0;
+    for (const auto& r : p.rows) busy += r.busy_ns;
+    fmt::print(out,
+               "\n{}: per operator, ka fused, mean of {} profiled calls: {:.3f} ms wall per call, "
+               "{:.3f} ms of busy time (summed over threads)\n",
+               cs.c.name, p.graph_calls, p.wall_ns * 1e-6, busy * 1e-6);
+    fmt::print(out, "{:<48} {:<44} {:>5} {:<8} {:>9} {:>6}\n", "operator", "shapes", "calls",
+               "served", "busy ms", "share");
+    for (const auto& r : p.rows) {
+      std::string shapes = r.shapes;
+      if (shapes.size() > 44) shapes = shapes.substr(0, 41) + "...";
+      fmt::print(out, "{:<48} {:<44} {:>5} {:<8} {:>9.3f} {:>5.1f}%\n", r.op, shapes, r.calls,
+                 r.served, r.busy_ns * 1e-6, busy > 0 ? r.busy_ns / busy * 100.0 : 0.0);
+    }
+  }
+}
+
 void print_summary(const Session& s, std::FILE* out) {
   const std::string where = s.context.device == DeviceType::kCUDA
                                 ? std::string("CUDA device 0, device time by CUDA events")
@@ -769,6 +806,7 @@ void print_summary(const Session& s, std::FILE* out) {
   if (any_gemm && s.read_gbps > 0.0) print_decode_summary(s, out);
   if (any_gemm && any_graph) fmt::print(out, "\n");
   if (any_graph) print_graph_summary(s, out);
+  if (any_graph) print_op_profiles(s, out);
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
     const CaseState& cs = s.cases[i];
     if (!cs.checked) continue;
@@ -894,7 +932,8 @@ std::string case_heading(const SuiteCase& c) {
         fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims,
                     in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill));
   }
-  return fmt::format("{}: graph {} ({}); inputs {}", c.name, c.graph, c.model, inputs);
+  return fmt::format("{}: {} {} ({}); inputs {}", c.name, c.is_module() ? "model" : "graph",
+                     c.is_module() ? c.module_file : c.graph, c.model, inputs);
 }
 
 // Note [--breakdown]
@@ -1097,6 +1136,11 @@ int explain_suite(const BenchOptions& options, const Suite& suite, const std::st
       }
       fmt::print("  {}: {} task(s); {}\n", variants[v], info.tasks.size(), verdict);
       for (const detail::TaskInfo& t : info.tasks) {
+        if (t.provenance == db::Provenance::kFallback) {
+          fmt::print("    #{} {}  nodes [{}]  on {}: {}; {}\n", t.id, t.pattern,
+                     join_ints(t.nodes, ", "), t.kernel, t.fallback, t.config);
+          continue;
+        }
         fmt::print("    #{} {}  nodes [{}]{}\n", t.id, t.pattern, join_ints(t.nodes, ", "),
                    t.fusion.empty() ? "" : "  fusion: " + t.fusion);
         fmt::print("       kernel {} v{} on {}, shape key {}, config {}, provenance {}, after {}\n",
@@ -1544,8 +1588,7 @@ int run_traced_suite(const BenchOptions& options) {
   run.allocator = detail::keep_freed_memory();
   Session s;
   s.options = options;
-  run.path = find_suite_file(options.suite, options.suites_dir);
-  s.suite = load_suite_file(run.path);
+  s.suite = load_bench_suite(options, &run.path);
   leave_out_finished_cases(s.suite);
   const bool gpu = options.device == "cuda";
   check_options(options, gpu, s.options);
@@ -1590,6 +1633,18 @@ int run_traced_suite(const BenchOptions& options) {
 }
 
 }  // namespace
+
+Suite load_bench_suite(const BenchOptions& options, std::string* path) {
+  if (!options.model.empty()) {
+    KA_CHECK(options.suite.empty(), "--model and --suite cannot both be given");
+    if (path != nullptr) *path = options.model;
+    return model_suite(options.model, options.model_inputs);
+  }
+  KA_CHECK(options.model_inputs.empty(), "--input gives the shapes of --model's inputs");
+  const std::string file = find_suite_file(options.suite, options.suites_dir);
+  if (path != nullptr) *path = file;
+  return load_suite_file(file);
+}
 
 int run_suite(const BenchOptions& options) {
   TraceSession trace(options.trace_path);

@@ -108,7 +108,7 @@ class CaseSupervisor {
   CaseSupervisor(const BenchOptions& options, std::vector<std::string> argv)
       : options_(options),
         argv_(std::move(argv)),
-        suite_(load_suite_file(find_suite_file(options.suite, options.suites_dir))),
+        suite_(load_bench_suite(options)),
         skip_file_(std::filesystem::temp_directory_path() /
                    fmt::format("ka-bench-skip-{}", ::getpid())) {}
   ~CaseSupervisor() {

@@ -25,7 +25,8 @@ LaunchConfig params_only(const std::string& text) {
 }  // namespace
 
 int tune_fusion(const FusionTuneOptions& o) {
-  const Suite suite = load_suite_file(find_suite_file(o.suite, o.suites_dir));
+  const Suite suite = o.model.empty() ? load_suite_file(find_suite_file(o.suite, o.suites_dir))
+                                      : model_suite(o.model, o.model_inputs);
   const std::regex filter = detail::case_filter(o.filter, "--filter");
   const DeviceFingerprint fp = cpu_fingerprint();
   db::ResultsStore store(o.db_path);

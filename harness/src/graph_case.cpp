@@ -1,5 +1,6 @@
 #include "graph_case.hpp"
 #include "graph_nodes.hpp"
+#include "model.hpp"
 
 #include <ka/core/error.hpp>
 #include <ka/profiler/span.hpp>
@@ -20,6 +21,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 
 namespace ka::harness::detail {
 namespace {
@@ -151,36 +153,65 @@ std::string join_unique(const std::vector<T>& items, const char* sep, F&& f) {
 
 }  // namespace
 
+// Note [Graph cases run a lowered graph]
+// A graph case lowers its graph to ka's OpGraph once (Runtime::try_lower, its inputs bound) and
+// runs that OpGraph on every call, so a timed call is what a program that keeps its lowered
+// graph pays: extraction, fallbacks and execution, not the walk over TorchScript's nodes. A
+// graph ka cannot lower (control flow) runs in libtorch's interpreter on every call, as
+// Runtime::run_graph does.
 struct GraphCase::Impl {
   SuiteCase c;
   runtime::Runtime rt;
+  std::shared_ptr<const LoadedModel> model;      // module cases
   std::shared_ptr<torch::jit::Graph> graph;      // ka's
-  std::shared_ptr<torch::jit::Graph> ref_graph;  // the interpreter's own copy
+  std::optional<extractor::OpGraph> lowered;     // of graph, inputs bound; none: interpreter
+  std::string interpreter_reason;                // why lowered is empty
+  std::shared_ptr<torch::jit::Graph> ref_graph;  // the interpreter's own copy (graph cases)
   std::unique_ptr<torch::jit::Code> code;
-  std::vector<c10::IValue> inputs;
+  std::vector<c10::IValue> inputs;               // module cases: the module first
   std::array<std::vector<extractor::TaskPlan>, 2> plans;  // fused, unfused
   std::vector<c10::IValue> reference;  // libtorch's outputs, from the first check
 
   std::vector<c10::IValue> run_reference() const {
+    if (model) {
+      torch::jit::Module m = model->module;
+      return {m.forward(std::vector<c10::IValue>(inputs.begin() + 1, inputs.end()))};
+    }
     std::vector<c10::IValue> stack = inputs;
     torch::jit::InterpreterState(*code).run(stack);
     return stack;
+  }
+
+  runtime::GraphResult run_ka(bool fusion, bool describe_fallbacks = false) {
+    if (!lowered) return runtime::Runtime::run_in_interpreter(*graph, inputs, interpreter_reason);
+    runtime::GraphResult r;
+    r.tasks = rt.extractor().run_graph(*lowered, {fusion, describe_fallbacks});
+    for (int v : lowered->outputs) r.outputs.push_back(lowered->values[static_cast<std::size_t>(v)]);
+    return r;
   }
 };
 
 GraphCase::GraphCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.c = c;
-  s.graph = parse(c);
-  s.ref_graph = parse(c);
-  // See Note [Reference stack].
-  const std::size_t stack =
-      kReferenceStackBaseBytes + kReferenceStackBytesPerNode * count_graph_nodes(*s.ref_graph);
-  run_with_stack(stack, [&] {
-    s.code = std::make_unique<torch::jit::Code>(s.ref_graph, "ka_bench_reference");
-  });
+  if (c.is_module()) {
+    s.model = load_model(c.module_file);
+    check_module_inputs(*s.model, s.c);
+    s.graph = s.model->graph->copy();
+    s.inputs.emplace_back(s.model->module._ivalue());
+  } else {
+    s.graph = parse(c);
+    s.ref_graph = parse(c);
+    // See Note [Reference stack].
+    const std::size_t stack =
+        kReferenceStackBaseBytes + kReferenceStackBytesPerNode * count_graph_nodes(*s.ref_graph);
+    run_with_stack(stack, [&] {
+      s.code = std::make_unique<torch::jit::Code>(s.ref_graph, "ka_bench_reference");
+    });
+  }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  for (const GraphInput& in : c.inputs) s.inputs.emplace_back(make_input(in, gen));
+  for (const GraphInput& in : s.c.inputs) s.inputs.emplace_back(make_input(in, gen));
+  s.lowered = runtime::Runtime::try_lower(*s.graph, s.inputs, s.interpreter_reason);
 }
 
 GraphCase::~GraphCase() = default;
@@ -188,7 +219,7 @@ GraphCase::~GraphCase() = default;
 void GraphCase::run_pipeline() {
   Impl& s = *impl_;
   KA_SPAN("call");
-  s.rt.run_graph(*s.graph, s.inputs, extractor::GraphOptions{true});
+  s.run_ka(true);
 }
 
 GraphCase::FusionTiming GraphCase::time_fusion(const profiler::MeasureOptions& options) {
@@ -196,19 +227,66 @@ GraphCase::FusionTiming GraphCase::time_fusion(const profiler::MeasureOptions& o
   FusionTiming t;
   (void)check(0);  // runs once fused and records the plan; throws what ka throws
   t.plan = info(0);
-  t.fused = profiler::measure([&] { s.rt.run_graph(*s.graph, s.inputs, {true}); }, options);
-  t.unfused = profiler::measure([&] { s.rt.run_graph(*s.graph, s.inputs, {false}); }, options);
+  t.fused = profiler::measure([&] { s.run_ka(true); }, options);
+  t.unfused = profiler::measure([&] { s.run_ka(false); }, options);
   return t;
 }
 
 Status GraphCase::run(std::size_t v) {
   Impl& s = *impl_;
   if (v < 2) {
-    s.rt.run_graph(*s.graph, s.inputs, extractor::GraphOptions{v == 0});
+    s.run_ka(v == 0);
   } else {
     s.run_reference();
   }
   return Status::ok();
+}
+
+OpProfile GraphCase::profile_ops(int calls) {
+  Impl& s = *impl_;
+  profiler::SpanRecorder& recorder = profiler::SpanRecorder::global();
+  const bool was_enabled = recorder.enabled();
+  recorder.set_enabled(true);
+  std::vector<std::vector<extractor::TaskPlan>> runs;
+  const auto start = profiler::now_ns();
+  for (int k = 0; k < calls; ++k) runs.push_back(s.run_ka(true, true).tasks);
+  const auto end = profiler::now_ns();
+  recorder.set_enabled(was_enabled);
+  std::map<std::uint64_t, const extractor::TaskPlan*> by_id;
+  for (const auto& run : runs) {
+    for (const extractor::TaskPlan& p : run) by_id[p.task_id] = &p;
+  }
+  // Rows keyed by (op, shapes, served), in first-seen order.
+  std::map<std::string, std::size_t> row_of;
+  OpProfile profile;
+  profile.graph_calls = calls;
+  profile.wall_ns = static_cast<double>(end - start) / calls;
+  const auto row_for = [&](const extractor::TaskPlan& p) -> OpProfile::Row& {
+    const std::string served = p.provenance == db::Provenance::kFallback ? "libtorch"
+                               : p.pattern.rfind("fused::", 0) == 0     ? "ka fused"
+                                                                        : "ka";
+    const std::string key = p.pattern + '\n' + p.shape_key + '\n' + served;
+    const auto [it, added] = row_of.emplace(key, profile.rows.size());
+    if (added) profile.rows.push_back({p.pattern, p.shape_key, served, 0, 0.0});
+    return profile.rows[it->second];
+  };
+  for (const auto& run : runs) {
+    for (const extractor::TaskPlan& p : run) ++row_for(p).calls;
+  }
+  for (const profiler::Span& span : recorder.collect()) {
+    if (span.name != "block" && span.name != "fallback") continue;
+    const auto it = by_id.find(span.task_id);
+    if (it == by_id.end()) continue;
+    row_for(*it->second).busy_ns += static_cast<double>(span.duration_ns());
+  }
+  if (!was_enabled) recorder.clear();
+  for (OpProfile::Row& r : profile.rows) {
+    r.calls /= calls;
+    r.busy_ns /= calls;
+  }
+  std::stable_sort(profile.rows.begin(), profile.rows.end(),
+                   [](const OpProfile::Row& a, const OpProfile::Row& b) { return a.busy_ns > b.busy_ns; });
+  return profile;
 }
 
 CheckResult GraphCase::check(std::size_t v) {
@@ -220,7 +298,8 @@ CheckResult GraphCase::check(std::size_t v) {
   const std::vector<c10::IValue>& want = s.reference;
   runtime::GraphResult got;
   try {
-    got = s.rt.run_graph(*s.graph, s.inputs, extractor::GraphOptions{v == 0});
+    got = s.run_ka(v == 0, true);
+    got.outputs = unpack(std::move(got.outputs));
   } catch (const NotImplementedError& e) {
     // ka has no kernel for some node or shape: the case is unsupported, not wrong.
     r.refused = true;
@@ -246,7 +325,7 @@ CheckResult GraphCase::check(std::size_t v) {
 VariantInfo GraphCase::info(std::size_t v) const {
   const Impl& s = *impl_;
   VariantInfo info;
-  info.op = "graph:" + s.c.graph;
+  info.op = (s.model ? "model:" : "graph:") + s.c.graph;
   for (const GraphInput& in : s.c.inputs) {
     info.shape_key +=
         (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x");
@@ -260,7 +339,8 @@ VariantInfo GraphCase::info(std::size_t v) const {
     }
   }
   if (v >= 2) {
-    info.kernel = "torch::jit interpreter (one ATen call per node)";
+    info.kernel = s.model ? "the frozen module's forward (torch::jit)"
+                          : "torch::jit interpreter (one ATen call per node)";
     return info;
   }
   std::map<std::uint64_t, int> ids;
@@ -277,6 +357,7 @@ VariantInfo GraphCase::info(std::size_t v) const {
     t.shape_key = p.shape_key;
     t.config = p.config;
     t.provenance = p.provenance;
+    t.fallback = p.fallback;
     for (const std::uint64_t d : p.dependencies) {
       const auto it = ids.find(d);
       if (it != ids.end()) t.after.push_back(it->second);
@@ -284,10 +365,13 @@ VariantInfo GraphCase::info(std::size_t v) const {
     info.tasks.push_back(std::move(t));
   }
   info.kernel = join_unique(info.tasks, " + ", [](const TaskInfo& t) {
-    return t.kernel + " v" + std::to_string(t.kernel_version);
+    return t.provenance == db::Provenance::kFallback
+               ? t.kernel
+               : t.kernel + " v" + std::to_string(t.kernel_version);
   });
   if (info.tasks.size() == 1) info.kernel_version = info.tasks[0].kernel_version;
   for (const TaskInfo& t : info.tasks) {
+    if (t.provenance == db::Provenance::kFallback) continue;  // libtorch's: no config
     info.config += (info.config.empty() ? "" : " | ") + t.config;
   }
   info.provenance = join_unique(info.tasks, ",", [](const TaskInfo& t) {

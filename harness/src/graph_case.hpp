@@ -30,6 +30,7 @@ class GraphCase final : public BenchCase {
   [[nodiscard]] VariantInfo info(std::size_t v) const override;
   void run_pipeline() override;
   bool run_kernel() override { return false; }
+  OpProfile profile_ops(int calls) override;
 
   /// Times the whole graph fused and unfused with profiler::measure (alternating, so drift
   /// hits both) and returns both, plus the fused run's plan (info(0).tasks).

@@ -1,4 +1,5 @@
 #include "graph_nodes.hpp"
+#include "model.hpp"
 
 #include <ka/core/dtype.hpp>
 #include <ka/core/error.hpp>
@@ -40,6 +41,10 @@ namespace {
 //         prefill}
 //         - {name: bert_ln_512, graph: residual_layer_norm, params: {HIDDEN: 768},
 //            inputs: {x: [512, 768], res: [512, 768], w: [768], b: [768]}}
+//   models:                      # optional: TorchScript modules for module cases
+//     gpt2_block: gpt2_block.pt  # beside the suite file, or in model_search_path()
+//   ...
+//         - {name: gpt2_block_128, module: gpt2_block, inputs: {x: [1, 128, 768]}}
 // An op case: `name` is optional (default: <op short name>_<M>x<K>x<N>); alpha/beta are
 // optional (1.0). A graph case names a template of `graphs:`; every ${NAME} in it is replaced
 // by the case's integer param NAME (a param the template does not use is an error, as it is
@@ -47,6 +52,10 @@ namespace {
 // `{shape: [...], fill: randn|mask|causal}`; inputs are fp32, filled with randn, except that
 // an input named `mask` defaults to fill: mask (0 or -1e4). `rtol` and `atol` (default 1e-4
 // each) set the correctness check, atol relative to the reference output's root mean square.
+// A module case names an entry of `models:`, a file torch::jit::load reads (made by
+// torch.jit.script or torch.jit.trace and saved); ka-bench freezes it and runs its forward
+// with `inputs`, given as for a graph case but checked against forward's arguments when the
+// case is made (the file is only loaded then).
 //
 // Bounds, checked before anything is allocated (each refusal names the file, line and limit):
 // a dimension is 0 .. 2^24, a graph input has at most 8 dimensions and 2^31 elements (a shape
@@ -308,25 +317,109 @@ std::vector<GraphInput> graph_inputs(const std::string& path, const YAML::Node& 
   return out;
 }
 
+// A graph or module case's optional 'dtype', 'tag', 'rtol' and 'atol'.
+void read_graph_case_options(const std::string& path, const YAML::Node& c, SuiteCase& sc) {
+  if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
+  if (sc.dtype != "float32") {
+    fail(path, c["dtype"].Mark(),
+         "dtype '" + sc.dtype + "' is not supported for graph cases (float32 only)");
+  }
+  if (c["tag"]) sc.tag = scalar<std::string>(path, c, "tag", "case");
+  for (const char* key : {"rtol", "atol"}) {
+    if (!c[key]) continue;
+    const double v = scalar<double>(path, c, key, "case");
+    if (!(v >= 0.0 && v < 1.0)) fail(path, c[key].Mark(), std::string(key) + " must be in [0, 1)");
+    (key[0] == 'r' ? sc.rtol : sc.atol) = v;
+  }
+}
+
+// The file of a `models:` entry: as given when absolute, else beside the suite file, else in
+// model_search_path().
+std::string resolve_model_file(const std::string& path, const YAML::Node& node,
+                               const std::string& name, const std::string& file) {
+  std::error_code ec;
+  if (fs::path(file).is_absolute()) {
+    if (fs::is_regular_file(file, ec)) return file;
+    fail(path, node.Mark(), "model '" + name + "': file '" + file + "' does not exist");
+  }
+  std::vector<std::string> dirs{fs::path(path).parent_path().string()};
+  for (const std::string& d : model_search_path()) dirs.push_back(d);
+  std::string searched;
+  for (const std::string& d : dirs) {
+    const fs::path candidate = fs::path(d.empty() ? "." : d) / file;
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+    searched += (searched.empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
+  }
+  fail(path, node.Mark(),
+       "model '" + name + "': no file '" + file + "' in " + searched +
+           " (scripts/make-models.py writes the models suite's files; the build runs it)");
+}
+
+std::map<std::string, std::string> load_models(const std::string& path, const YAML::Node& models) {
+  if (!models.IsMap()) fail(path, models.Mark(), "'models' must be a mapping of name: file");
+  std::map<std::string, std::string> out;
+  for (const auto& kv : models) {
+    const std::string name = key_of(path, kv.first);
+    if (!is_identifier(name)) {
+      fail(path, kv.first.Mark(), "model name '" + name + "' may only hold letters, digits and _");
+    }
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+      fail(path, kv.second.Mark(), "model '" + name + "' must name a TorchScript file");
+    }
+    out[name] = resolve_model_file(path, kv.second, name, kv.second.Scalar());
+  }
+  return out;
+}
+
+// A graph or module case with its line and name, which it must have.
+SuiteCase named_case(const std::string& path, const YAML::Node& c, const std::string& kind) {
+  SuiteCase sc;
+  sc.line = c.Mark().line + 1;
+  if (!c["name"]) fail(path, c.Mark(), "a " + kind + " case needs a 'name'");
+  sc.name = scalar<std::string>(path, c, "name", "case");
+  return sc;
+}
+
+// The entry of the suite's `section` (graphs, models) that the case's `key` names.
+template <class Map>
+typename Map::const_iterator named_entry(const std::string& path, const YAML::Node& c,
+                                         const char* key, const std::string& kind,
+                                         const std::string& section, const Map& entries,
+                                         const std::string& name) {
+  const auto it = entries.find(name);
+  if (it != entries.end()) return it;
+  std::vector<std::string> names;
+  for (const auto& kv : entries) names.push_back(kv.first);
+  fail(path, c[key].Mark(),
+       "unknown " + kind + " '" + name + "' (" +
+           (names.empty() ? "the suite has no '" + section + "'"
+                          : "the suite's " + section + ": " + join(names)) +
+           ")");
+}
+
+SuiteCase module_case(const std::string& path, const Suite& suite, const YAML::Node& c) {
+  check_keys(path, c, {"name", "module", "inputs", "dtype", "tag", "rtol", "atol"},
+             "a module case");
+  SuiteCase sc = named_case(path, c, "module");
+  sc.graph = scalar<std::string>(path, c, "module", "case");
+  sc.module_file = named_entry(path, c, "module", "model", "models", suite.models, sc.graph)->second;
+  const YAML::Node inputs = c["inputs"];
+  if (!inputs || !inputs.IsMap()) {
+    fail(path, inputs ? inputs.Mark() : c.Mark(),
+         "a module case needs 'inputs': a mapping of forward's argument names to shapes");
+  }
+  for (const auto& kv : inputs) sc.inputs.push_back(graph_input(path, key_of(path, kv.first), kv.second));
+  read_graph_case_options(path, c, sc);
+  return sc;
+}
+
 SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::Node& c,
                      const SuiteLimits& limits) {
   check_keys(path, c, {"name", "graph", "inputs", "params", "dtype", "tag", "rtol", "atol"},
              "a graph case");
-  SuiteCase sc;
-  sc.line = c.Mark().line + 1;
-  if (!c["name"]) fail(path, c.Mark(), "a graph case needs a 'name'");
-  sc.name = scalar<std::string>(path, c, "name", "case");
+  SuiteCase sc = named_case(path, c, "graph");
   sc.graph = scalar<std::string>(path, c, "graph", "case");
-  const auto tmpl = suite.graphs.find(sc.graph);
-  if (tmpl == suite.graphs.end()) {
-    std::vector<std::string> names;
-    for (const auto& kv : suite.graphs) names.push_back(kv.first);
-    fail(path, c["graph"].Mark(),
-         "unknown graph '" + sc.graph + "' (" +
-             (names.empty() ? std::string("the suite has no 'graphs'")
-                            : "the suite's graphs: " + join(names)) +
-             ")");
-  }
+  const auto tmpl = named_entry(path, c, "graph", "graph", "graphs", suite.graphs, sc.graph);
   if (const YAML::Node params = c["params"]) sc.params = graph_params(path, params);
   sc.ir = instantiate(path, c, sc.graph, tmpl->second, sc.params);
 
@@ -348,19 +441,7 @@ SuiteCase graph_case(const std::string& path, const Suite& suite, const YAML::No
              " (libtorch's interpreter, the reference, builds its code recursively per node)");
   }
   sc.inputs = graph_inputs(path, c, sc.graph, *graph, tmpl->second.line);
-
-  if (c["dtype"]) sc.dtype = scalar<std::string>(path, c, "dtype", "case");
-  if (sc.dtype != "float32") {
-    fail(path, c["dtype"].Mark(),
-         "dtype '" + sc.dtype + "' is not supported for graph cases (float32 only)");
-  }
-  if (c["tag"]) sc.tag = scalar<std::string>(path, c, "tag", "case");
-  for (const char* key : {"rtol", "atol"}) {
-    if (!c[key]) continue;
-    const double v = scalar<double>(path, c, key, "case");
-    if (!(v >= 0.0 && v < 1.0)) fail(path, c[key].Mark(), std::string(key) + " must be in [0, 1)");
-    (key[0] == 'r' ? sc.rtol : sc.atol) = v;
-  }
+  read_graph_case_options(path, c, sc);
   return sc;
 }
 
@@ -425,6 +506,52 @@ std::vector<std::string> suite_search_path(const std::string& explicit_dir) {
   const fs::path exe_dir = executable_dir();
   if (!exe_dir.empty()) dirs.push_back((exe_dir.parent_path() / "share" / "ka" / "suites").string());
   return dirs;
+}
+
+std::vector<std::string> model_search_path() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("KA_MODELS_DIR"); env != nullptr && *env != '\0') {
+    dirs.emplace_back(env);
+  }
+#ifdef KA_BUILD_MODELS_DIR
+  dirs.emplace_back(KA_BUILD_MODELS_DIR);
+#endif
+  const fs::path exe_dir = executable_dir();
+  if (!exe_dir.empty()) dirs.push_back((exe_dir.parent_path() / "share" / "ka" / "models").string());
+  return dirs;
+}
+
+Suite model_suite(const std::string& file, const std::vector<std::string>& inputs) {
+  const std::shared_ptr<const detail::LoadedModel> model = detail::load_model(file);
+  Suite suite;
+  suite.name = "model";
+  suite.path = file;
+  suite.description = "ka-bench --model " + file;
+  const std::string name = fs::path(file).stem().string();
+  suite.models[name] = file;
+  SuiteCase sc;
+  sc.name = name;
+  sc.graph = name;
+  sc.module_file = file;
+  sc.model = file;
+  sc.tag = "model";
+  for (const std::string& arg : inputs) {
+    const std::size_t colon = arg.rfind(':');
+    KA_CHECK(colon != std::string::npos && colon > 0,
+             "--input '", arg, "' must be NAME:SHAPE, e.g. x:1x128x768");
+    const std::string input = arg.substr(0, colon);
+    std::string dims = arg.substr(colon + 1);
+    KA_CHECK(!dims.empty() && dims.find_first_not_of("0123456789x,") == std::string::npos,
+             "--input '", arg, "': the shape must be sizes separated by x, e.g. 1x128x768");
+    std::replace(dims.begin(), dims.end(), 'x', ',');
+    KA_CHECK(std::none_of(sc.inputs.begin(), sc.inputs.end(),
+                          [&](const GraphInput& g) { return g.name == input; }),
+             "--input '", input, "' is given twice");
+    sc.inputs.push_back(graph_input("--input " + arg, input, YAML::Load("[" + dims + "]")));
+  }
+  detail::check_module_inputs(*model, sc);
+  suite.cases.push_back(std::move(sc));
+  return suite;
 }
 
 std::vector<std::string> list_suites(const std::string& explicit_dir) {
@@ -530,12 +657,13 @@ Suite load_suite_file(const std::string& path, SuiteLimits limits) {
   if (!root || !root.IsMap()) {
     KA_THROW(ValueError, path, ":1: a suite file must be a mapping with 'suite' and 'groups'");
   }
-  check_keys(path, root, {"suite", "description", "graphs", "groups"}, "the suite");
+  check_keys(path, root, {"suite", "description", "graphs", "models", "groups"}, "the suite");
   Suite suite;
   suite.path = path;
   suite.name = scalar<std::string>(path, root, "suite", "the suite");
   if (root["description"]) suite.description = scalar<std::string>(path, root, "description", "the suite");
   if (root["graphs"]) suite.graphs = load_graphs(path, root["graphs"]);
+  if (root["models"]) suite.models = load_models(path, root["models"]);
   const YAML::Node groups = root["groups"];
   if (!groups || !groups.IsSequence() || groups.size() == 0) {
     fail(path, groups ? groups.Mark() : root.Mark(), "'groups' must be a non-empty list");
@@ -554,6 +682,12 @@ Suite load_suite_file(const std::string& path, SuiteLimits limits) {
     }
     for (const auto& c : cases) {
       if (!c.IsMap()) fail(path, c.Mark(), "each case must be a mapping");
+      if (c["module"]) {
+        SuiteCase sc = module_case(path, suite, c);
+        sc.model = model;
+        add_case(c, std::move(sc));
+        continue;
+      }
       if (c["graph"]) {
         SuiteCase sc = graph_case(path, suite, c, limits);
         sc.model = model;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Drives the real ka-bench binary.
-# Usage: ka_bench_cli_test.sh CASE KA_BENCH SQLITE3 SUITE_FIXTURES
+# Usage: ka_bench_cli_test.sh CASE KA_BENCH SQLITE3 SUITE_FIXTURES MODELS_DIR
 set -u
 case_name=$1
 ka_bench=$2
 sqlite3=$3
 suite_fixtures=$4
+models_dir=${5:-}
 source "$(dirname "$0")/cli_common.sh"
 # Quick timing settings: these tests check behaviour, not speed.
 quick=(--min-time 0.002 --repetitions 2 --threads 2)
@@ -212,6 +213,56 @@ case "$case_name" in
     "$ka_bench" --suite smoke --explain >"$tmp/out" 2>"$tmp/err" || fail "smoke --explain exit $?"
     grep -qE "^  ka: kernel gemm_f32_blocked\[.*\] v[0-9]+, shape key .*, config grid=.*, provenance heuristic; correct" "$tmp/out" || fail "GEMM explanation"
     ;;
+  models_explain)
+    # The shipped models suite at 128 tokens (and the ResNet block): every case correct, every
+    # node accounted for, the nodes ka does not serve on libtorch.
+    "$ka_bench" --suite models --explain --threads 2 --benchmark_filter='_128|resnet' >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0"
+    for c in gpt2_block_128 bert_layer_128 llama_block_128 resnet_block_56; do
+      grep -q "^$c: model .*\.pt " "$tmp/out" || fail "no explanation of case $c"
+    done
+    [ "$(grep -c "^  ka: [0-9]* task(s); correct" "$tmp/out")" = "4" ] || fail "not every fused ka variant is correct"
+    [ "$(grep -c "^  ka_unfused: [0-9]* task(s); correct" "$tmp/out")" = "4" ] || fail "not every unfused ka variant is correct"
+    grep -qE "^    #[0-9]+ aten::split.Tensor  nodes \[[0-9]+\]  on libtorch: ka has no kernel for aten::split.Tensor; metadata only" "$tmp/out" || fail "GPT-2's split is not a metadata fallback"
+    grep -qE "^    #[0-9]+ aten::masked_fill.Scalar  nodes \[[0-9]+\]  on libtorch: .*; reads data" "$tmp/out" || fail "masked_fill is not a data fallback"
+    grep -A1 -E "^    #[0-9]+ aten::matmul  nodes" "$tmp/out" | grep -qE "^       kernel bmm_f32.* shape key aten::bmm\(f32\[12,128,64\]" || fail "attention's matmul does not run on ka's bmm"
+    grep -qE "^    #[0-9]+ aten::conv2d  nodes" "$tmp/out" || grep -qE "^    #[0-9]+ aten::_convolution  nodes" "$tmp/out" || fail "the ResNet block's convolutions are not explained"
+    grep -q "fused::gemm_epilogue\[aten::linear+aten::gelu\]" "$tmp/out" || fail "GPT-2's MLP is not fused"
+    grep -q "UNSUPPORTED\|INCORRECT\|FAILED" "$tmp/out" && fail "a ka variant was not correct"
+    ;;
+  model_runs)
+    # ka-bench --model: the end-to-end row, then where the time went per operator.
+    "$ka_bench" --model "$models_dir/resnet_block.pt" --input x:1x64x20x20 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0"
+    grep -qE "^resnet_block +resnet_block +\| +[0-9.]+ " "$tmp/out" || fail "no summary row"
+    grep -q "^resnet_block: per operator, ka fused, mean of 5 profiled calls" "$tmp/out" || fail "no per-operator table"
+    grep -qE "^aten::(conv2d|_convolution) +\[1,64,20,20\],\[64,64,3,3\].* +2 libtorch +[0-9.]+ +[0-9.]+%$" "$tmp/out" || fail "no convolution row"
+    grep -qE "^aten::relu +aten::relu\(f32\[1,64,20,20\]c\) +1 ka " "$tmp/out" || fail "no relu row on ka"
+    op=$("$sqlite3" "$tmp/ka.db" "SELECT op || ' ' || shape_key FROM results WHERE impl='ka'")
+    [ "$op" = "model:resnet_block x=1x64x20x20" ] || fail "stored op and shape key: '$op'"
+    ;;
+  model_errors)
+    # Bad --model arguments are clear errors (exit 2) naming the file, input or shape.
+    expect_exit 2 --model "$tmp/none.pt" --input x:1x2
+    grep -q "model file '$tmp/none.pt' does not exist" "$tmp/err" || fail "missing file message"
+    echo "not a zip archive" >"$tmp/corrupt.pt"
+    expect_exit 2 --model "$tmp/corrupt.pt" --input x:1x2
+    grep -q "model file '$tmp/corrupt.pt' is not a TorchScript module libtorch can load" "$tmp/err" || fail "corrupt file message"
+    expect_exit 2 --model "$models_dir/resnet_block.pt" --input y:1x64x8x8
+    grep -q "has no input 'y' (forward takes x: Tensor)" "$tmp/err" || fail "unknown input message"
+    expect_exit 2 --model "$models_dir/resnet_block.pt"
+    grep -q "no shape for input 'x'" "$tmp/err" || fail "missing input message"
+    expect_exit 2 --model "$models_dir/resnet_block.pt" --input x:1xAx8
+    grep -q "the shape must be sizes separated by x" "$tmp/err" || fail "bad shape message"
+    expect_exit 2 --model "$models_dir/resnet_block.pt" --input x:1x64x8x8 --suite smoke
+    grep -q "cannot both be given" "$tmp/err" || fail "--model with --suite"
+    # A shape that does not fit the model fails its case, naming libtorch's complaint.
+    expect_exit 1 --model "$models_dir/resnet_block.pt" --input x:1x3x8x8 --explain
+    grep -q "FAILED\|INCORRECT\|UNSUPPORTED" "$tmp/out" || fail "a wrong channel count must fail the case"
+    grep -qi "channels\|shape\|size" "$tmp/out" || fail "the failure must say what did not fit"
+    ;;
   fused_writes_rows)
     # A tiny graph suite: three variants per graph case, two per GEMM case, all stored.
     "$ka_bench" --suite "$suite_fixtures/fused_tiny.yaml" --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
@@ -244,6 +295,14 @@ case "$case_name" in
     rc=$?
     [ $rc -eq 2 ] || fail "missing input: exit $rc, expected 2"
     grep -q "bad_graph_input.yaml:12: missing input 'b' of graph 'add'" "$tmp/err" || fail "missing input message"
+    "$ka_bench" --suite "$suite_fixtures/bad_model.yaml" --explain >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "missing model file: exit $rc, expected 2"
+    grep -q "bad_model.yaml:4: model 'block': no file 'no_such_block.pt' in .*suites" "$tmp/err" || fail "missing model file message"
+    "$ka_bench" --suite "$suite_fixtures/unknown_model.yaml" --explain >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "unknown model: exit $rc, expected 2"
+    grep -q "unknown_model.yaml:8: unknown model 'block' (the suite's models: resnet)" "$tmp/err" || fail "unknown model message"
     ;;
   breakdown)
     "$ka_bench" --suite smoke --breakdown --benchmark_filter='primes|square' >"$tmp/out" 2>"$tmp/err"

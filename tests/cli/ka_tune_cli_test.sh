@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
 # Drives the real ka-tune binary.
-# Usage: ka_tune_cli_test.sh CASE KA_TUNE SQLITE3 [SUITE_FIXTURES]
+# Usage: ka_tune_cli_test.sh CASE KA_TUNE SQLITE3 [SUITE_FIXTURES [KA_BENCH MODELS_DIR]]
 set -u
 case_name=$1
 ka_tune=$2
 sqlite3=$3
 suite_fixtures=${4:-}
+ka_bench=${5:-}
+models_dir=${6:-}
 source "$(dirname "$0")/cli_common.sh"
 # Quick timing: these tests check behaviour, not speed.
 quick=(--config-budget 0.02 --finalists 2 -q)
 
 case "$case_name" in
+  model)
+    # Every (operator, shape) a GPT-2 block runs on ka's kernels is tuned, its fusion decision
+    # measured, and ka-bench's run of the same model takes every GEMM's config from the table.
+    "$ka_tune" --model "$models_dir/gpt2_block.pt" --input x:1x8x768 --strategy random --budget 2 \
+      --threads 2 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc"
+    grep -q "^  --op aten::addmm --shapes 8x768x2304:t " "$tmp/out" || fail "the qkv projection is not listed"
+    grep -q "^  --op aten::bmm --shapes 12x8x8x64:t " "$tmp/out" || fail "attention's probs @ v is not listed"
+    grep -q "^  --op aten::_softmax --shapes 1x12x8x8 " "$tmp/out" || fail "the attention softmax is not listed"
+    grep -q "^  skipped: aten::mul.Scalar .*ka-tune does not tune aten::mul.Scalar" "$tmp/out" || fail "skipped tasks are not said"
+    grep -qE "^8x3072x768:t +gemm_f32_blocked" "$tmp/out" || fail "no tuning line for the MLP's second GEMM"
+    grep -q "^gpt2_block .* fused::gemm_epilogue\[aten::linear+aten::gelu\]" "$tmp/out" || fail "no fusion decision"
+    n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM recommendations WHERE op='aten::addmm'")
+    [ "$n" = "4" ] || fail "expected 4 addmm recommendations, got $n"
+    "$ka_bench" --model "$models_dir/gpt2_block.pt" --input x:1x8x768 --tuned-table "$tmp/ka.db" \
+      --explain --threads 2 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "ka-bench --tuned-table: exit $rc"
+    gemms=$(sed -n '/^  ka_unfused:/,$p' "$tmp/out" | grep -c "kernel gemm_f32_blocked .*shape key aten::addmm(")
+    exact=$(sed -n '/^  ka_unfused:/,$p' "$tmp/out" | grep "kernel gemm_f32_blocked .*shape key aten::addmm(" | grep -c "provenance exact")
+    [ "$gemms" = "4" ] && [ "$exact" = "4" ] || fail "unfused: $exact of $gemms linear GEMMs took the tuned config"
+    ;;
   tune_and_summary)
     "$ka_tune" --op aten::addmm --shapes 16x32x48,1x64x128 --strategy random --budget 5 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
     rc=$?

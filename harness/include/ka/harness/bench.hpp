@@ -1,6 +1,8 @@
 // ka-bench's engine: runs a suite's cases through Google Benchmark, ka against libtorch.
 #pragma once
 
+#include <ka/harness/suite.hpp>
+
 #include <string>
 #include <vector>
 
@@ -9,6 +11,10 @@ namespace ka::harness {
 /// What `ka-bench` was asked to do.
 struct BenchOptions {
   std::string suite;         ///< Suite name (looked up in the suite path) or a .yaml path.
+  /// --model: a TorchScript file benchmarked as the one module case of a suite of its own
+  /// (instead of `suite`), with `model_inputs` ("x:1x128x768") as its inputs' shapes.
+  std::string model;
+  std::vector<std::string> model_inputs;
   std::string suites_dir;    ///< Extra folder searched first for suite names.
   std::string db_path = "ka.db";
   /// A tuned table (ka database or export) whose configs ka's cases use; "" = KA_TUNED_TABLE
@@ -42,6 +48,9 @@ struct BenchOptions {
   std::vector<std::string> benchmark_flags;  ///< --benchmark_* flags passed through.
 };
 
+/// The suite `options` ask for: --model's suite of one module case (model_suite), else the
+/// --suite file, whose path goes to `path` (--model: the model file). Throws ka::ValueError.
+Suite load_bench_suite(const BenchOptions& options, std::string* path = nullptr);
 /// Runs the suite and prints the summary table. Returns the exit status: 0 when every ka
 /// result was correct, 1 when any case was INCORRECT or failed, 128 + N when signal N
 /// (SIGINT, SIGTERM, SIGHUP) stopped the run (what finished is stored; the run is marked failed).

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace ka::harness {
 
@@ -12,6 +13,9 @@ namespace ka::harness {
 struct FusionTuneOptions {
   std::string suite;       ///< A suite with graph cases (e.g. "fused").
   std::string suites_dir;
+  /// Instead of `suite`: a TorchScript module and its inputs' shapes (model_suite()).
+  std::string model;
+  std::vector<std::string> model_inputs;
   std::string filter;      ///< Regex on case names; "" = all graph cases.
   std::string db_path = "ka.db";
   std::string command_line;

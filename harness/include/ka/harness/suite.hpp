@@ -39,8 +39,11 @@ struct SuiteCase {
   double beta = 1.0;
   int line = 0;       ///< Line in the suite file, for error messages.
 
-  // Graph cases only.
-  std::string graph;                           ///< Name of the suite's graph template.
+  // Graph cases only (a module case is a graph case too).
+  std::string graph;                           ///< Name of the suite's graph template or model.
+  /// Module cases: the TorchScript file (resolved) of the suite's `models:` entry `graph`,
+  /// whose frozen forward is the graph.
+  std::string module_file;
   std::string ir;                              ///< TorchScript IR with the params substituted.
   std::vector<GraphInput> inputs;              ///< In the graph's input order.
   std::map<std::string, std::int64_t> params;  ///< Values of the template's ${NAME}s.
@@ -48,6 +51,7 @@ struct SuiteCase {
   double atol = 1e-4;  ///< Relative to the root mean square of the reference output.
 
   [[nodiscard]] bool is_graph() const noexcept { return !graph.empty(); }
+  [[nodiscard]] bool is_module() const noexcept { return !module_file.empty(); }
 };
 
 /// A TorchScript IR template of a suite's `graphs:` map.
@@ -62,6 +66,7 @@ struct Suite {
   std::string description;
   std::string path;
   std::map<std::string, GraphTemplate> graphs;
+  std::map<std::string, std::string> models;  ///< `models:`: name → TorchScript file (resolved).
   std::vector<SuiteCase> cases;
 };
 
@@ -76,6 +81,14 @@ std::string find_suite_file(const std::string& name_or_path, const std::string& 
 /// Names of the suites in the search path (files *.yaml), sorted, without duplicates.
 std::vector<std::string> list_suites(const std::string& explicit_dir);
 
+/// Where a suite's model files are looked up when not found beside the suite file, in order:
+/// $KA_MODELS_DIR, the build's models/ (compiled in; scripts/make-models.py writes them), and
+/// <executable>/../share/ka/models.
+std::vector<std::string> model_search_path();
+/// A suite of one module case (ka-bench --model FILE --input NAME:SHAPE ...): loads the
+/// module to check that `inputs` ("x:1x128x768") name each of its tensor inputs once with a
+/// shape. Throws ka::ValueError naming the file, input or shape.
+Suite model_suite(const std::string& file, const std::vector<std::string>& inputs);
 /// Most nodes a graph case's graph may hold (see Note [Graph node limit] in suite.cpp):
 /// libtorch's interpreter, ka-bench's reference, builds its code recursively per node.
 constexpr std::int64_t kMaxGraphNodes = 200000;

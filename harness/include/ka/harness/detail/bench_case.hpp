@@ -59,6 +59,7 @@ struct TaskInfo {
   std::string config;
   db::Provenance provenance = db::Provenance::kHeuristic;
   std::vector<int> after;  ///< Ids of the tasks this one waits for.
+  std::string fallback;    ///< Why libtorch's kernel ran it (provenance kFallback); else "".
 };
 
 /// What one variant runs as, for the database and --explain.
@@ -103,6 +104,21 @@ GpuInfo cuda_bench_device();
 /// the report header. Throws ka::DbError naming an unreadable table.
 std::string load_tuned_table(const std::string& path, DeviceType device);
 
+/// Where a graph's time goes, per operator and shapes, from the profiler's spans of some
+/// fused ka calls (GraphCase::profile_ops).
+struct OpProfile {
+  struct Row {
+    std::string op;      ///< Signature, or fusion pattern.
+    std::string shapes;  ///< ka's shape key, or a fallback's input shapes.
+    std::string served;  ///< "ka", "ka fused" or "libtorch".
+    int calls = 0;       ///< Per graph call.
+    double busy_ns = 0;  ///< Per graph call, summed over threads ("block" / "fallback" spans).
+  };
+  std::vector<Row> rows;  ///< Largest busy time first.
+  int graph_calls = 0;
+  double wall_ns = 0;  ///< Per graph call.
+};
+
 /// A case's tensors and implementations. Variants are indices into variants_of(case).
 class BenchCase {
  public:
@@ -126,6 +142,9 @@ class BenchCase {
   /// One call of ka's kernel alone inside a "kernel" span, as ka-kernel runs it (op cases);
   /// false when there is none (graph cases) or it declined the case. For --breakdown.
   virtual bool run_kernel() = 0;
+  /// Runs ka (fused) `calls` times with the profiler on and says where the time went; empty
+  /// for cases that are one operator.
+  virtual OpProfile profile_ops(int /*calls*/) { return {}; }
 };
 
 /// Allocates and fills `c`'s inputs (seeded) and prepares its variants.

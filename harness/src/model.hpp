@@ -1,0 +1,40 @@
+// TorchScript modules as benchmark cases (ka-bench --model, a suite's `models:`): loaded,
+// frozen and inlined once per file.
+#pragma once
+
+#include <ka/harness/suite.hpp>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ka::harness::detail {
+
+/// A TorchScript module ready to run: frozen (its parameters and attributes folded into
+/// constants) and its forward graph inlined.
+struct LoadedModel {
+  std::string path;
+  torch::jit::Module module;                 ///< Frozen, in eval mode.
+  std::shared_ptr<torch::jit::Graph> graph;  ///< forward, inlined; input 0 is the module.
+  /// forward's arguments after self, as its code names them ("x", not "x.1").
+  std::vector<std::string> input_names;
+  std::vector<std::string> input_types;  ///< As TorchScript prints them ("Tensor", "int").
+};
+
+/// Loads `path` (torch::jit::load), freezes it and inlines forward; the first load of a file
+/// is kept for the process, so every case of a model shares it. Throws ka::ValueError naming
+/// the file when it is missing, is no TorchScript archive, or has no forward.
+std::shared_ptr<const LoadedModel> load_model(const std::string& path);
+
+/// Checks that `c.inputs` give every argument of `model`'s forward a shape, each once, and
+/// nothing else, and puts them in forward's order. Throws ka::ValueError naming the file and
+/// the input (and listing forward's arguments) otherwise, or when an argument is not a Tensor.
+void check_module_inputs(const LoadedModel& model, SuiteCase& c);
+
+/// The names of `model`'s inputs, for error messages: "x: Tensor, mask: Tensor".
+std::string describe_inputs(const LoadedModel& model);
+
+}  // namespace ka::harness::detail

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Writes the TorchScript modules of suites/models.yaml into a folder.
+
+    python3 scripts/make-models.py OUT_DIR [NAME ...]
+
+Each model is written as ordinary PyTorch code is, at the real model's sizes, with fixed
+seeds, then scripted (or traced, as its users would) and saved as OUT_DIR/NAME.pt. The build
+runs this (target ka_models); nothing binary is committed. Needs python3-torch (Debian).
+"""
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+# ---- GPT-2 small: one transformer block (hidden 768, 12 heads, MLP 3072, context 1024) ----
+
+class Gpt2Attention(nn.Module):
+    def __init__(self, hidden: int, heads: int, context: int):
+        super().__init__()
+        self.hidden = hidden
+        self.heads = heads
+        self.c_attn = nn.Linear(hidden, 3 * hidden)
+        self.c_proj = nn.Linear(hidden, hidden)
+        causal = torch.tril(torch.ones(context, context, dtype=torch.bool))
+        self.register_buffer("bias", causal.view(1, 1, context, context))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.hidden, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T].logical_not(), -1e4)
+        att = F.softmax(att, dim=-1)
+        y = torch.matmul(att, v)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class Gpt2Mlp(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.c_fc = nn.Linear(hidden, 4 * hidden)
+        self.c_proj = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, hidden: int = 768, heads: int = 12, context: int = 1024):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.attn = Gpt2Attention(hidden, heads, context)
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.mlp = Gpt2Mlp(hidden)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+# ---- LLaMA-style block at TinyLlama-1.1B's sizes: RMSNorm, rotary embedding, grouped-query
+# attention (32 heads, 4 key/value heads, head size 64), SiLU-gated MLP (5632) ----
+
+class RmsNorm(nn.Module):
+    def __init__(self, hidden: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden) + 0.1 * torch.randn(hidden))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    half = x.size(-1) // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, hidden: int = 2048, heads: int = 32, kv_heads: int = 4,
+                 intermediate: int = 5632, context: int = 2048, theta: float = 10000.0):
+        super().__init__()
+        self.heads = heads
+        self.kv_heads = kv_heads
+        self.head_dim = hidden // heads
+        self.input_layernorm = RmsNorm(hidden)
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+        self.post_attention_layernorm = RmsNorm(hidden)
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        inv_freq = 1.0 / (theta ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        freqs = torch.outer(torch.arange(context).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos())
+        self.register_buffer("sin_cached", emb.sin())
+        self.register_buffer("mask_cached", torch.full((context, context), -1e4).triu(1))
+
+    def attention(self, x):
+        B, T, _ = x.size()
+        q = self.q_proj(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos = self.cos_cached[:T]
+        sin = self.sin_cached[:T]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        repeat = self.heads // self.kv_heads
+        k = k.repeat_interleave(repeat, dim=1)
+        v = v.repeat_interleave(repeat, dim=1)
+        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        scores = scores + self.mask_cached[:T, :T]
+        probs = F.softmax(scores, dim=-1)
+        y = torch.matmul(probs, v).transpose(1, 2).reshape(B, T, self.heads * self.head_dim)
+        return self.o_proj(y)
+
+    def forward(self, x):
+        x = x + self.attention(self.input_layernorm(x))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+# ---- ResNet-18/34's first basic block: 64 channels at 56 x 56 ----
+
+class BasicBlock(nn.Module):
+    def __init__(self, channels: int = 64):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+        for bn in (self.bn1, self.bn2):
+            bn.running_mean.normal_(0.0, 0.1)
+            bn.running_var.uniform_(0.5, 1.5)
+            bn.weight.data.uniform_(0.5, 1.5)
+            bn.bias.data.normal_(0.0, 0.1)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + x)
+
+
+def bert_layer():
+    """BERT-base's encoder layer as PyTorch ships it, traced as its users trace it (eval, so
+    dropout is off; with grad enabled, so the trace records the layer's ops, not the
+    inference fast path's single kernel)."""
+    layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.1, activation="gelu",
+                                       batch_first=True).eval()
+    with torch.enable_grad():
+        return torch.jit.trace(layer, torch.randn(1, 128, 768), check_trace=False)
+
+
+MODELS = {
+    "gpt2_block": lambda: torch.jit.script(Gpt2Block().eval()),
+    "bert_layer": bert_layer,
+    "llama_block": lambda: torch.jit.script(LlamaBlock().eval()),
+    "resnet_block": lambda: torch.jit.script(BasicBlock().eval()),
+}
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        print("models:", ", ".join(MODELS))
+        return 0 if len(argv) >= 2 else 2
+    out_dir = argv[1]
+    names = argv[2:] or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"make-models.py: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}",
+              file=sys.stderr)
+        return 2
+    os.makedirs(out_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    for seed, name in enumerate(names):
+        torch.manual_seed(1000 + seed)
+        module = MODELS[name]()
+        path = os.path.join(out_dir, name + ".pt")
+        partial = path + ".partial"
+        torch.jit.save(module, partial)
+        os.replace(partial, path)  # a half-written file never has the final name
+        size = os.path.getsize(path) / 2**20
+        print(f"make-models.py: {path} ({size:.1f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
