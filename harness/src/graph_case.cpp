@@ -184,10 +184,7 @@ struct GraphCase::Impl {
 
   runtime::GraphResult run_ka(bool fusion, bool describe_fallbacks = false) {
     if (!lowered) return runtime::Runtime::run_in_interpreter(*graph, inputs, interpreter_reason);
-    runtime::GraphResult r;
-    r.tasks = rt.extractor().run_graph(*lowered, {fusion, describe_fallbacks});
-    for (int v : lowered->outputs) r.outputs.push_back(lowered->values[static_cast<std::size_t>(v)]);
-    return r;
+    return rt.run_lowered(*lowered, {fusion, describe_fallbacks});
   }
 };
 

@@ -494,31 +494,44 @@ std::uint64_t case_tensor_bytes(const SuiteCase& c) {
   return elements > kMax / sizeof(float) ? kMax : elements * sizeof(float);
 }
 
+namespace {
+#ifdef KA_SOURCE_SUITES_DIR
+constexpr const char* kSourceSuitesDir = KA_SOURCE_SUITES_DIR;
+#else
+constexpr const char* kSourceSuitesDir = nullptr;
+#endif
+#ifdef KA_BUILD_MODELS_DIR
+constexpr const char* kBuildModelsDir = KA_BUILD_MODELS_DIR;
+#else
+constexpr const char* kBuildModelsDir = nullptr;
+#endif
+
+// Folders to look in, in order: the environment variable `env`'s, `built_in` (a folder of this
+// build, compiled in; null where there is none), and <executable>/../share/ka/<share_dir>.
+std::vector<std::string> search_path(const char* env, const char* built_in,
+                                     const char* share_dir) {
+  std::vector<std::string> dirs;
+  if (const char* value = std::getenv(env); value != nullptr && *value != '\0') {
+    dirs.emplace_back(value);
+  }
+  if (built_in != nullptr) dirs.emplace_back(built_in);
+  const fs::path exe_dir = executable_dir();
+  if (!exe_dir.empty()) dirs.push_back((exe_dir.parent_path() / "share" / "ka" / share_dir).string());
+  return dirs;
+}
+}  // namespace
+
 std::vector<std::string> suite_search_path(const std::string& explicit_dir) {
   std::vector<std::string> dirs;
   if (!explicit_dir.empty()) dirs.push_back(explicit_dir);
-  if (const char* env = std::getenv("KA_SUITES_DIR"); env != nullptr && *env != '\0') {
-    dirs.emplace_back(env);
+  for (std::string& d : search_path("KA_SUITES_DIR", kSourceSuitesDir, "suites")) {
+    dirs.push_back(std::move(d));
   }
-#ifdef KA_SOURCE_SUITES_DIR
-  dirs.emplace_back(KA_SOURCE_SUITES_DIR);
-#endif
-  const fs::path exe_dir = executable_dir();
-  if (!exe_dir.empty()) dirs.push_back((exe_dir.parent_path() / "share" / "ka" / "suites").string());
   return dirs;
 }
 
 std::vector<std::string> model_search_path() {
-  std::vector<std::string> dirs;
-  if (const char* env = std::getenv("KA_MODELS_DIR"); env != nullptr && *env != '\0') {
-    dirs.emplace_back(env);
-  }
-#ifdef KA_BUILD_MODELS_DIR
-  dirs.emplace_back(KA_BUILD_MODELS_DIR);
-#endif
-  const fs::path exe_dir = executable_dir();
-  if (!exe_dir.empty()) dirs.push_back((exe_dir.parent_path() / "share" / "ka" / "models").string());
-  return dirs;
+  return search_path("KA_MODELS_DIR", kBuildModelsDir, "models");
 }
 
 Suite model_suite(const std::string& file, const std::vector<std::string>& inputs) {

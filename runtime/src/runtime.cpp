@@ -148,9 +148,11 @@ extractor::OpGraph::Reads reads_of(const torch::jit::Node& node) {
 std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Node& node) {
   using Stack = std::vector<c10::IValue>;
   const std::size_t num_outputs = node.outputs().size();
-  const std::string where = std::string(node.kind().toQualString()) + " (%" +
-                            (num_outputs == 0 ? std::string("?") : node.outputs()[0]->debugName()) +
-                            ")";
+  // How the glue's errors name the node: "prim::ListUnpack (%q.1)".
+  const auto describe = [&] {
+    return std::string(node.kind().toQualString()) + " (%" +
+           (num_outputs == 0 ? std::string("?") : node.outputs()[0]->debugName()) + ")";
+  };
   switch (node.kind()) {
     case c10::prim::ListConstruct: {
       const c10::TypePtr element = node.output()->type()->expectRef<c10::ListType>().getElementType();
@@ -162,7 +164,7 @@ std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Nod
       };
     }
     case c10::prim::ListUnpack:
-      return [num_outputs, where](Stack& stack) {
+      return [num_outputs, where = describe()](Stack& stack) {
         const c10::List<c10::IValue> list = stack.at(0).toList();
         KA_CHECK(list.size() == num_outputs, where, ": a list of ", list.size(),
                  " items cannot unpack into ", num_outputs, " values");
@@ -178,14 +180,14 @@ std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Nod
       };
     }
     case c10::prim::TupleUnpack:
-      return [num_outputs, where](Stack& stack) {
+      return [num_outputs, where = describe()](Stack& stack) {
         const auto elements = stack.at(0).toTupleRef().elements().vec();
         KA_CHECK(elements.size() == num_outputs, where, ": a tuple of ", elements.size(),
                  " items cannot unpack into ", num_outputs, " values");
         stack = elements;
       };
     case c10::prim::TupleIndex:
-      return [where](Stack& stack) {
+      return [where = describe()](Stack& stack) {
         const auto& elements = stack.at(0).toTupleRef().elements();
         const auto n = static_cast<std::int64_t>(elements.size());
         std::int64_t i = stack.at(1).toInt();
@@ -305,9 +307,14 @@ GraphResult Runtime::run_graph(torch::jit::Graph& graph, const std::vector<c10::
   std::string why;
   std::optional<extractor::OpGraph> g = try_lower(graph, inputs, why);
   if (!g) return run_in_interpreter(graph, inputs, why);
+  return run_lowered(*g, options);
+}
+
+GraphResult Runtime::run_lowered(extractor::OpGraph& graph,
+                                 const extractor::GraphOptions& options) const {
   GraphResult r;
-  r.tasks = extractor().run_graph(*g, options);
-  for (int v : g->outputs) r.outputs.push_back(g->values[static_cast<std::size_t>(v)]);
+  r.tasks = extractor().run_graph(graph, options);
+  for (int v : graph.outputs) r.outputs.push_back(graph.values[static_cast<std::size_t>(v)]);
   return r;
 }
 

@@ -89,6 +89,11 @@ class Runtime {
   static std::optional<extractor::OpGraph> try_lower(torch::jit::Graph& graph,
                                                      const std::vector<c10::IValue>& inputs,
                                                      std::string& why);
+  /// Runs a graph lowered once (lower, try_lower) as run_graph runs it after lowering: for a
+  /// program that runs one graph on the same inputs many times. Each run overwrites the
+  /// values the graph's nodes compute.
+  GraphResult run_lowered(extractor::OpGraph& graph,
+                          const extractor::GraphOptions& options = {}) const;
   /// Runs `graph` in libtorch's interpreter as a whole, for a graph ka cannot lower (`why`:
   /// control flow, an interpreter instruction); one task plan says so.
   static GraphResult run_in_interpreter(torch::jit::Graph& graph,
