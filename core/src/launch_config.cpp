@@ -76,6 +76,14 @@ std::string LaunchConfig::str() const {
   return out;
 }
 
+std::string LaunchConfig::params_str() const {
+  std::string out;
+  for (const auto& [name, value] : params_) {
+    out += (out.empty() ? "" : " ") + name + '=' + std::to_string(value);
+  }
+  return out;
+}
+
 LaunchConfig LaunchConfig::parse(std::string_view text) {
   LaunchConfig config;
   bool seen_grid = false;

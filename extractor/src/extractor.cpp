@@ -7,6 +7,7 @@
 #include <ka/executor/cuda_executor.hpp>
 #include <ka/extractor/extractor.hpp>
 #include <ka/extractor/tensor_interop.hpp>
+#include <ka/kernels/attention.hpp>
 #include <ka/kernels/builtin.hpp>
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
@@ -97,6 +98,13 @@ Family family_of(OpKind kind) {
       return {OpFamily::kSum,
               {&prepare_cpu<SumArgs, &prepare_sum_f32_cpu>, nullptr},
               {nullptr, &launch_cuda<SumArgs, &sum_f32_cuda>}};
+    case OpKind::kAttention:
+      return {OpFamily::kAttention,
+              {&prepare_cpu<AttentionArgs, &prepare_attention_f32_cpu>, nullptr},
+              {nullptr, nullptr}};
+    case OpKind::kMaskedFill:
+      break;  // no kernel of its own
+
   }
   KA_ASSERT(false, "unknown op family");
   return {};
@@ -111,12 +119,15 @@ constexpr PatternSpec kPatterns[] = {
     {"fused::gemm_epilogue", OpKind::kGemm},
     {"fused::pointwise_softmax", OpKind::kSoftmax},
     {"fused::pointwise_layer_norm", OpKind::kLayerNorm},
+    {"fused::attention", OpKind::kAttention},
 };
 
 void register_builtin(KernelRegistry& registry) {
   const bool cuda = registry.device() == DeviceType::kCUDA;
   auto add = [&](const char* signature, OpKind kind) {
+    if (kind == OpKind::kMaskedFill) return;  // runs on ka only inside attention
     const Family f = family_of(kind);
+    if (!kernels::has_builtin_kernel(f.family, registry.device())) return;
     registry.add({signature, registry.device(),
                   &kernels::builtin_kernel(f.family, registry.device()), cuda ? f.cuda : f.cpu,
                   false});
@@ -137,6 +148,8 @@ const char* group_signature(const GroupArgs& g) {
     case FusionKind::kPointwiseReduction:
       return g.nodes[g.count - 1].spec->kind == OpKind::kSoftmax ? "fused::pointwise_softmax"
                                                                    : "fused::pointwise_layer_norm";
+    case FusionKind::kAttention:
+      return "fused::attention";
   }
   return "";
 }
@@ -850,6 +863,9 @@ class GraphExtraction {
     at_.where = std::string(specs_[static_cast<std::size_t>(g.first)]->signature) + " (node " +
                 std::to_string(g.first) + "): ";
     at_.stage = Stage::kLookup;
+    KA_CHECK_TYPE(NotImplementedError, group.kind != FusionKind::kNone ||
+                                           nodes[0].spec->kind != OpKind::kMaskedFill,
+                  nodes[0].spec->signature, ": ka runs it only as attention's mask");
     const Device device = detail::group_device(group);
     at_.where = std::string(signature) + " (node " + std::to_string(g.first) + ") on " +
                 device.str() + ": ";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace ka::extractor {
 
@@ -18,6 +19,8 @@ const char* to_string(FusionKind kind) noexcept {
       return "gemm_epilogue";
     case FusionKind::kPointwiseReduction:
       return "pointwise_reduction";
+    case FusionKind::kAttention:
+      return "attention";
   }
   return "?";
 }
@@ -35,6 +38,29 @@ namespace {
 bool chained(const std::vector<FusionNode>& nodes, std::size_t j) {
   return j > 0 && nodes[j].chain_input == static_cast<int>(j - 1) && nodes[j - 1].uses == 1;
 }
+
+// Note [Attention pattern]
+// bmm|matmul(q, kᵀ) -> [mul|div.Scalar] -> [add.Tensor or masked_fill.Scalar (the mask)] ->
+// softmax -> bmm|matmul(·, v),
+// each node feeding only the next (the probabilities as the second product's first operand),
+// is one attention kernel: the scores never materialise beyond a tile. The rule only sees the
+// pattern; the packer refuses what the kernel cannot run (softmax over another dim, broadcast
+// batch dimensions; Note [Packing attention]) and the nodes then run one by one. CPU only:
+// ka has no CUDA attention kernel.
+// The attention group's node count when one starts at i, else 0.
+int attention_at(const std::vector<FusionNode>& nodes, std::size_t i) {
+  if (!nodes[i].batched_gemm) return 0;
+  std::size_t j = i + 1;
+  const auto next_is = [&](bool FusionNode::*kind) {
+    return j < nodes.size() && nodes[j].*kind && chained(nodes, j);
+  };
+  if (next_is(&FusionNode::scalar_scale)) ++j;
+  if (next_is(&FusionNode::tensor_add) || next_is(&FusionNode::masked_fill)) ++j;
+  if (!next_is(&FusionNode::softmax)) return 0;
+  ++j;
+  if (!next_is(&FusionNode::batched_gemm)) return 0;
+  return static_cast<int>(j - i + 1);
+}
 }  // namespace
 
 std::vector<FusionGroup> FusionChecker::plan(const std::vector<FusionNode>& nodes,
@@ -46,7 +72,14 @@ std::vector<FusionGroup> FusionChecker::plan(const std::vector<FusionNode>& node
     const FusionNode& n = nodes[i];
     FusionGroup g;
     g.first = static_cast<int>(i);
-    if (n.gemm && i + 1 < nodes.size() && nodes[i + 1].activation && chained(nodes, i + 1)) {
+    const int attention = device == DeviceType::kCPU ? attention_at(nodes, i) : 0;
+    if (attention > 0) {
+      g.kind = FusionKind::kAttention;
+      g.count = attention;
+      g.reason = "attention: " + std::to_string(attention) +
+                 " ops in one kernel, an online softmax over blocks of keys (the scores never "
+                 "materialise)";
+    } else if (n.gemm && i + 1 < nodes.size() && nodes[i + 1].activation && chained(nodes, i + 1)) {
       g.kind = FusionKind::kGemmEpilogue;
       g.count = 2;
       g.reason = n.signature + " feeds only " + nodes[i + 1].signature +
@@ -158,6 +191,12 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
     f.gemm = s.kind == OpKind::kGemm && s.out_arg < 0;  // an out= result is the caller's
     f.activation = s.activation;
     f.row_reduction = s.kind == OpKind::kSoftmax || s.kind == OpKind::kLayerNorm;
+    f.softmax = s.kind == OpKind::kSoftmax;
+    f.batched_gemm = s.kind == OpKind::kBmm;
+    f.scalar_scale = std::string_view(s.signature) == "aten::mul.Scalar" ||
+                     std::string_view(s.signature) == "aten::div.Scalar";
+    f.tensor_add = std::string_view(s.signature) == "aten::add.Tensor";
+    f.masked_fill = s.kind == OpKind::kMaskedFill;
     f.uses = readers[static_cast<std::size_t>(node.outputs[0])];
     if (r > 0) {
       const int prev = graph.nodes[i - 1].outputs[0];

@@ -3,6 +3,7 @@
 
 #include <ka/core/error.hpp>
 #include <ka/extractor/tensor_interop.hpp>
+#include <ka/kernels/attention.hpp>
 #include <ka/kernels/reduction.hpp>
 
 #include <ATen/ATen.h>
@@ -48,8 +49,14 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {20, "aten::mm.out", OpKind::kGemm, 3, false, false, {{-1, -1}}, 2},
     {21, "aten::addmm.out", OpKind::kGemm, 6, false, false, {{-1, -1}}, 5},
     {22, "aten::matmul", OpKind::kBmm, 2, false, false, {{-1, -1}}},
+    {23, "aten::div.Scalar", OpKind::kElementwise, 2, false, false, {{0, -1}}},
+    {24, "aten::masked_fill.Scalar", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
 }};
 
+constexpr int kMulScalarId = 5;
+constexpr int kDivScalarId = 23;
+constexpr int kMaskedFillId = 24;
+constexpr int kSoftmaxId = 16;  // aten::_softmax (softmax.int is 17)
 constexpr int kMatmulId = 22;
 
 // Note [matmul on ka]
@@ -266,6 +273,9 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
     }
     case 5:
       return p.binary(EwOp::kMul, reg(0, "self"),
+                      p.scalar(static_cast<float>(scalar_arg(n, 1, "other"))));
+    case kDivScalarId:  // true division, as ATen's (not a multiply by the reciprocal)
+      return p.binary(EwOp::kDiv, reg(0, "self"),
                       p.scalar(static_cast<float>(scalar_arg(n, 1, "other"))));
     case 7:
     case 8:
@@ -586,6 +596,136 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
               g.count > 1 ? "fused::pointwise_softmax" : softmax);
 }
 
+// ---- attention -----------------------------------------------------------------------------
+
+// Note [Packing attention]
+// The group is bmm|matmul(q, kᵀ) -> [mul|div.Scalar(·, s)] -> [add.Tensor(·, mask), alpha 1,
+// or masked_fill.Scalar(·, bool mask, value)] -> _softmax|softmax.int(·, last dim) ->
+// bmm|matmul(·, v) (FusionKind::kAttention). The
+// kernel takes q, kᵀ and v as they are, any strides and the batch dimensions unmerged, so
+// heads split by view and transpose need no copy (at batch > 1 too, where matmul alone cannot
+// run as a bmm), and the mask expanded to the scores' shape (stride 0 where it broadcasts).
+// What the kernel does not do — batch dimensions that differ or broadcast, a softmax over
+// another dim, a mask that would broadcast the scores up, alpha != 1, a size mismatch — is
+// refused as NotImplementedError: the group's nodes then run one by one, and a real error is
+// reported by the node it belongs to. A division by s is a multiplication by 1/s inside the
+// kernel (the micro-kernel's alpha): results differ from ATen's division by an ulp or so.
+
+// masked_fill's mask: a bool tensor on the group's device.
+const at::Tensor& bool_mask_arg(const NodeArgs& n, Device device) {
+  const c10::IValue& v = *n.args[1];
+  KA_CHECK_TYPE(NotImplementedError, v.isTensor() && v.toTensor().defined() &&
+                                         v.toTensor().scalar_type() == at::kBool,
+                n.spec->signature, ": not fused as attention: the mask is not a bool tensor");
+  const at::Tensor& t = v.toTensor();
+  const bool same = t.device().is_cpu() ? device.type == DeviceType::kCPU
+                                        : t.device().is_cuda() && device.type == DeviceType::kCUDA;
+  KA_CHECK_TYPE(NotImplementedError, same, n.spec->signature,
+                ": not fused as attention: the mask is on ", t.device().str());
+  return t;
+}
+
+void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
+  for (int k = 0; k < g.count; ++k) check_arity(g.nodes[k]);
+  const NodeArgs& first = g.nodes[0];
+  const NodeArgs& softmax = g.nodes[g.count - 2];
+  const NodeArgs& last = g.nodes[g.count - 1];
+  const auto refuse = [](const NodeArgs& n, const std::string& why) {
+    KA_THROW(NotImplementedError, n.spec->signature, ": not fused as attention: ", why);
+  };
+  const auto second = [](const NodeArgs& n) { return n.spec->id == kMatmulId ? "other" : "mat2"; };
+  const at::Tensor& q = tensor_arg(first, 0, "self", out.device);
+  const at::Tensor& kt = tensor_arg(first, 1, second(first), out.device);
+  const at::Tensor& v = tensor_arg(last, 1, second(last), out.device);
+  const std::int64_t nd = q.dim();
+  const auto shapes = [&] {
+    return c10::str(q.sizes()) + " @ " + c10::str(kt.sizes()) + ", then @ " + c10::str(v.sizes());
+  };
+  if (nd < 3 || nd > kernels::TensorView::kMaxDims || kt.dim() != nd || v.dim() != nd) {
+    refuse(first, "expected operands of one rank from 3 to 8 (" + shapes() + ")");
+  }
+  for (std::int64_t d = 0; d + 2 < nd; ++d) {
+    if (kt.size(d) != q.size(d) || v.size(d) != q.size(d)) {
+      refuse(first, "batch dimensions differ or broadcast (" + shapes() + ")");
+    }
+  }
+  if (q.size(-1) != kt.size(-2) || kt.size(-1) != v.size(-2)) {
+    refuse(first, "size mismatch (" + shapes() + ")");
+  }
+  double scale = 1.0;
+  at::Tensor mask;
+  at::Tensor fill_mask;
+  double fill_value = 0.0;
+  for (int k = 1; k + 2 < g.count; ++k) {
+    const NodeArgs& n = g.nodes[k];
+    if (n.spec->id == kMulScalarId || n.spec->id == kDivScalarId) {
+      const double s = scalar_arg(n, 1, "other");
+      scale = n.spec->id == kMulScalarId ? scale * s : scale / s;
+      continue;
+    }
+    if (n.spec->id == kMaskedFillId) {
+      fill_mask = bool_mask_arg(n, out.device);
+      fill_value = scalar_arg(n, 2, "value");
+      continue;
+    }
+    if (scalar_arg(n, 2, "alpha") != 1.0) refuse(n, "alpha != 1");
+    mask = tensor_arg(n, n.link_arg == 0 ? 1 : 0, "other", out.device);
+  }
+  if (softmax.spec->id == kSoftmaxId) {
+    if (softmax.args[2]->isBool() && softmax.args[2]->toBool()) refuse(softmax, "half_to_float");
+  } else {
+    check_dtype_arg(softmax, 2);
+  }
+  if (wrap_dim(*softmax.spec, int_arg(softmax, 1, "dim"), nd) != nd - 1) {
+    refuse(softmax, "softmax over a dimension other than the last");
+  }
+  std::vector<std::int64_t> scores(q.sizes().begin(), q.sizes().end());
+  scores.back() = kt.size(-1);
+  for (at::Tensor* m : {&mask, &fill_mask}) {
+    if (!m->defined()) continue;
+    bool fits = m->dim() <= nd;
+    for (std::int64_t d = 1; fits && d <= m->dim(); ++d) {
+      const std::int64_t size = m->size(-d);
+      fits = size == 1 || size == scores[static_cast<std::size_t>(nd - d)];
+    }
+    if (!fits) {
+      refuse(g.nodes[g.count - 3], "mask " + c10::str(m->sizes()) +
+                                       " does not broadcast to the scores " + c10::str(scores));
+    }
+    *m = m->expand(scores);
+  }
+  std::vector<std::int64_t> shape(q.sizes().begin(), q.sizes().end());
+  shape.back() = v.size(-1);
+  out.result = allocate(shape, out.device);
+  auto* args = buf.emplace<kernels::AttentionArgs>();
+  args->out = to_view(out.result);
+  args->query = to_view(q);
+  args->key_t = to_view(kt);
+  args->value = to_view(v);
+  args->scale = static_cast<float>(scale);
+  for (const at::Tensor* t : {&q, &kt, &v}) add_range(out, *t, Access::kRead);
+  add_key(out, args->query);
+  add_key(out, args->key_t);
+  add_key(out, args->value);
+  if (mask.defined()) {
+    args->mask = to_view(mask);
+    add_range(out, mask, Access::kRead);
+    add_key(out, args->mask);
+  }
+  if (fill_mask.defined()) {
+    args->fill_mask = to_view(fill_mask);
+    args->fill_value = static_cast<float>(fill_value);
+    add_range(out, fill_mask, Access::kRead);
+    add_key(out, args->fill_mask);
+  }
+  add_range(out, out.result, Access::kWrite);
+  out.strided = !args->query.is_contiguous() || !args->key_t.is_contiguous() ||
+                !args->value.is_contiguous();
+  out.temporaries[0] = std::move(mask);  // the expanded views the kernel reads
+  out.temporaries[1] = std::move(fill_mask);
+  finish_pack(out, args, OpKind::kAttention, "fused::attention", "fused::attention");
+}
+
 void pack_layer_norm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   const NodeArgs& red = g.nodes[g.count - 1];
   const OpSpec& op = *red.spec;
@@ -766,6 +906,11 @@ std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* 
     case OpKind::kSum:
       if (tensor_sizes[0] == nullptr) return std::nullopt;
       return sum_sizes(*tensor_sizes[0], *args[1], args[2]->isBool() && args[2]->toBool());
+    case OpKind::kMaskedFill:
+      if (tensor_sizes[0] == nullptr) return std::nullopt;
+      return *tensor_sizes[0];  // as attention sees it: the scores' shape
+    case OpKind::kAttention:
+      break;  // no op's own kind
   }
   return std::nullopt;
 }
@@ -816,6 +961,7 @@ Device group_device(const GroupArgs& g) {
 void pack_group(const GroupArgs& g, ParamBuffer& buffer, Packed& out) {
   KA_ASSERT(g.count >= 1, "empty fusion group");
   out.device = group_device(g);
+  if (g.kind == FusionKind::kAttention) return pack_attention(g, buffer, out);
   switch (g.nodes[g.count - 1].spec->kind) {
     case OpKind::kElementwise:
       if (g.kind == FusionKind::kGemmEpilogue) break;
@@ -830,6 +976,11 @@ void pack_group(const GroupArgs& g, ParamBuffer& buffer, Packed& out) {
       return pack_bmm(g, buffer, out);
     case OpKind::kGemm:
       break;
+    case OpKind::kMaskedFill:
+      KA_THROW(NotImplementedError, g.nodes[0].spec->signature,
+               ": ka runs masked_fill only as attention's mask");
+    case OpKind::kAttention:
+      KA_ASSERT(false, "no op has the attention kind");
   }
   return pack_gemm(g, buffer, out);
 }

@@ -16,10 +16,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -49,7 +49,11 @@ at::Tensor make_input(const GraphInput& in, at::Generator& gen) {
     case InputFill::kCausal: {
       const std::int64_t rows = in.shape[in.shape.size() - 2];
       const std::int64_t cols = in.shape.back();
-      return (at::triu(at::ones({rows, cols}, opts), 1) * -1e4).expand(in.shape).contiguous();
+      // -inf above the diagonal, as nn.Transformer.generate_square_subsequent_mask makes it.
+      return at::full({rows, cols}, -std::numeric_limits<float>::infinity(), opts)
+          .triu(1)
+          .expand(in.shape)
+          .contiguous();
     }
     case InputFill::kRandn:
       break;
@@ -227,6 +231,22 @@ GraphCase::FusionTiming GraphCase::time_fusion(const profiler::MeasureOptions& o
   t.fused = profiler::measure([&] { s.run_ka(true); }, options);
   t.unfused = profiler::measure([&] { s.run_ka(false); }, options);
   return t;
+}
+
+profiler::Measurement GraphCase::time_fused_with(
+    std::shared_ptr<const db::RecommendationTable> table, const profiler::MeasureOptions& options) {
+  Impl& s = *impl_;
+  extractor::Extractor& ex = s.rt.extractor();
+  const auto found = ex.table(DeviceType::kCPU);
+  ex.set_table(std::move(table), DeviceType::kCPU);
+  try {
+    auto m = profiler::measure([&] { s.run_ka(true); }, options);
+    ex.set_table(found, DeviceType::kCPU);
+    return m;
+  } catch (...) {
+    ex.set_table(found, DeviceType::kCPU);
+    throw;
+  }
 }
 
 Status GraphCase::run(std::size_t v) {

@@ -5,6 +5,7 @@
 
 #include <ka/harness/detail/bench_case.hpp>
 
+#include <ka/db/recommendation_table.hpp>
 #include <ka/profiler/measure.hpp>
 
 #include <cstdint>
@@ -40,6 +41,11 @@ class GraphCase final : public BenchCase {
     VariantInfo plan;
   };
   FusionTiming time_fusion(const profiler::MeasureOptions& options);
+  /// Times the graph fused, as time_fusion does, with `table` as the extractor's CPU table;
+  /// the table it found is restored afterwards (ka-tune --fusion sweeps a fused kernel's
+  /// configurations this way, Note [Sweeping a fused kernel]).
+  profiler::Measurement time_fused_with(std::shared_ptr<const db::RecommendationTable> table,
+                                        const profiler::MeasureOptions& options);
 
  private:
   struct Impl;

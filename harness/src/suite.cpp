@@ -50,7 +50,8 @@ namespace {
 // by the case's integer param NAME (a param the template does not use is an error, as it is
 // most likely a typo). `inputs` gives every graph input a shape, either `[d0, d1, ...]` or
 // `{shape: [...], fill: randn|mask|causal}`; inputs are fp32, filled with randn, except that
-// an input named `mask` defaults to fill: mask (0 or -1e4). `rtol` and `atol` (default 1e-4
+// an input named `mask` defaults to fill: mask (0 or -1e4); causal is -inf above the diagonal
+// of its last two dims and 0 elsewhere. `rtol` and `atol` (default 1e-4
 // each) set the correctness check, atol relative to the reference output's root mean square.
 // A module case names an entry of `models:`, a file torch::jit::load reads (made by
 // torch.jit.script or torch.jit.trace and saved); ka-bench freezes it and runs its forward

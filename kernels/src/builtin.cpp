@@ -1,4 +1,5 @@
 #include <ka/core/error.hpp>
+#include <ka/kernels/attention.hpp>
 #include <ka/kernels/builtin.hpp>
 #include <ka/kernels/elementwise.hpp>
 #include <ka/kernels/gemm.hpp>
@@ -9,7 +10,7 @@ namespace {
 
 struct FamilyKernels {
   const KernelDescriptor &(*cpu)();
-  const KernelDescriptor &(*cuda)();
+  const KernelDescriptor &(*cuda)();  ///< null: none on CUDA
 };
 
 FamilyKernels kernels_of(OpFamily family) {
@@ -26,6 +27,8 @@ FamilyKernels kernels_of(OpFamily family) {
       return {&layer_norm_f32_cpu_descriptor, &layer_norm_f32_cuda_descriptor};
     case OpFamily::kSum:
       return {&sum_f32_cpu_descriptor, &sum_f32_cuda_descriptor};
+    case OpFamily::kAttention:
+      return {&attention_f32_cpu_descriptor, nullptr};
   }
   KA_ASSERT(false, "unknown op family ", static_cast<int>(family));
   return {};
@@ -33,18 +36,27 @@ FamilyKernels kernels_of(OpFamily family) {
 
 }  // namespace
 
+bool has_builtin_kernel(OpFamily family, DeviceType device) noexcept {
+  return device == DeviceType::kCPU || (device == DeviceType::kCUDA && kernels_of(family).cuda);
+}
+
 const KernelDescriptor &builtin_kernel(OpFamily family, DeviceType device) {
   KA_CHECK(device == DeviceType::kCPU || device == DeviceType::kCUDA,
            "ka has built-in kernels for CPU and CUDA only");
   const FamilyKernels k = kernels_of(family);
-  return device == DeviceType::kCUDA ? k.cuda() : k.cpu();
+  if (device == DeviceType::kCPU) return k.cpu();
+  KA_CHECK_TYPE(NotImplementedError, k.cuda != nullptr, "ka has no CUDA kernel for ",
+                k.cpu().name, " (CPU only)");
+  return k.cuda();
 }
 
 std::vector<const KernelDescriptor *> builtin_kernels() {
   std::vector<const KernelDescriptor *> out;
   for (const OpFamily f : kOpFamilies) out.push_back(&kernels_of(f).cpu());
   if (cuda_compiled()) {
-    for (const OpFamily f : kOpFamilies) out.push_back(&kernels_of(f).cuda());
+    for (const OpFamily f : kOpFamilies) {
+      if (kernels_of(f).cuda != nullptr) out.push_back(&kernels_of(f).cuda());
+    }
   }
   return out;
 }

@@ -606,6 +606,10 @@ KernelDescriptor make_bmm_descriptor() {
 
 std::string gemm_cpu_isa() { return active_micro_kernel().isa; }
 
+detail::MicroKernelInfo detail::micro_kernel_in_use(std::int64_t cols) {
+  return micro_kernel_of_width(cols);
+}
+
 std::vector<std::int64_t> gemm_cpu_micro_widths() {
   std::vector<std::int64_t> widths;
   for (int cols = 1; cols <= detail::kMaxMicroCols; ++cols) {

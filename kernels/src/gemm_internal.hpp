@@ -60,6 +60,9 @@ struct MicroKernelInfo {
 /// (AVX-512 32, AVX2 and generic 16). Where the ISA has no kernel that wide, `fn` is null.
 /// AVX-512 has 16, 32 and 48; AVX2 and the portable kernel only 16.
 MicroKernelInfo micro_kernel_avx512(int cols);
+/// The active ISA's (gemm_cpu_isa()) micro-kernel `cols` wide; 0: its default width. `fn` is
+/// null where it has none that wide. For kernels built on the GEMM's (attention).
+MicroKernelInfo micro_kernel_in_use(std::int64_t cols);
 MicroKernelInfo micro_kernel_avx2(int cols);
 MicroKernelInfo micro_kernel_generic(int cols);
 

@@ -112,8 +112,8 @@ bool holds_tensor(const c10::TypePtr& type) {
 // A view whose kernel may copy (reshape, contiguous, to) is one by its schema; the extractor
 // checks that its outputs alias its inputs and otherwise runs it again once its inputs' data
 // is written.
-extractor::OpGraph::Reads reads_of(const torch::jit::Node& node) {
-  using OpGraph = extractor::OpGraph;
+// List and tuple glue and the nodes that ask a tensor or object for its metadata.
+bool is_glue(const torch::jit::Node& node) {
   static const std::unordered_set<c10::Symbol> glue = {
       c10::prim::ListConstruct, c10::prim::ListUnpack,  c10::prim::TupleConstruct,
       c10::prim::TupleUnpack,   c10::prim::TupleIndex,  c10::prim::device,
@@ -121,7 +121,12 @@ extractor::OpGraph::Reads reads_of(const torch::jit::Node& node) {
       c10::prim::dtype,         c10::aten::size,        c10::aten::dim,
       c10::aten::len,           c10::aten::__getitem__, c10::Symbol::fromQualString("aten::numel"),
       c10::prim::layout};
-  if (glue.count(node.kind()) != 0) return OpGraph::Reads::kMetadata;
+  return glue.count(node.kind()) != 0;
+}
+
+extractor::OpGraph::Reads reads_of(const torch::jit::Node& node) {
+  using OpGraph = extractor::OpGraph;
+  if (is_glue(node)) return OpGraph::Reads::kMetadata;
   const auto inputs = node.inputs();
   if (std::none_of(inputs.begin(), inputs.end(),
                    [](const torch::jit::Value* v) { return holds_tensor(v->type()); })) {
@@ -237,6 +242,65 @@ std::optional<c10::IValue> folded_int_list(const torch::jit::Node& node,
   return c10::IValue(items);
 }
 
+// Whether `node` writes one of its arguments (in place or out=): its schema says so. A node
+// without a schema other than glue (prim::SetAttr, say) is taken to write: nothing says it
+// does not.
+bool writes_an_argument(const torch::jit::Node& node) {
+  const c10::FunctionSchema* schema = node.maybeSchema();
+  if (schema == nullptr) return !is_glue(node);
+  const auto& args = schema->arguments();
+  return std::any_of(args.begin(), args.end(), [](const c10::Argument& a) {
+    return a.alias_info() != nullptr && a.alias_info()->isWrite();
+  });
+}
+
+// Note [Hoisted metadata nodes]
+// A node that reads only metadata (Note [What a fallback reads]: a view, size, list glue,
+// int arithmetic) moves up to just after the last node that defines one of its inputs, or
+// writes an argument. It runs during extraction wherever it stands (Note [Fallback nodes]),
+// but where it stood it split the run of ka's nodes around it into two segments planned
+// apart: `scores / sqrt(d) + mask[:T, :T]` slices the mask between the division and the add,
+// and attention could not fuse. A node that reads data moves too when the tensors it reads
+// hold only constant data (constants, a frozen module's buffers, and what such nodes made of
+// them): GPT-2's `masked_fill(bias[:, :, :T, :T] == 0, ...)` computes its mask from a buffer
+// between the scale and the masked_fill, and as a data fallback there it would also wait for
+// every task before it. The moves are safe: the nodes a moved node passes do not define what
+// it reads, and none writes an argument (an in-place op may change data or resize); it never
+// moves above those. A nondeterministic node (a random factory) stays where it is, so random
+// numbers are drawn in libtorch's order. Moved nodes keep their order among themselves;
+// every other node keeps its place. Node indices in --explain are those of the lowered
+// graph, after the move.
+// `writes[i]`: node i writes an argument; `movable[i]`: it may move (see the Note).
+void hoist_metadata_nodes(extractor::OpGraph& g, const std::vector<bool>& writes,
+                          const std::vector<bool>& movable) {
+  const std::size_t n = g.nodes.size();
+  // Sort key per node: (after which fixed node, then original index). A fixed node i is
+  // (i, 0); a metadata node goes right after the latest fixed node it must follow.
+  std::vector<std::pair<std::size_t, std::size_t>> key(n);
+  std::vector<std::size_t> defined_after(g.values.size(), 0);  // 0: before every node
+  std::size_t last_write = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const extractor::OpGraph::Node& node = g.nodes[i];
+    std::size_t after = last_write;
+    for (int v : node.inputs) after = std::max(after, defined_after[static_cast<std::size_t>(v)]);
+    if (movable[i]) {
+      key[i] = {after, i + 1};
+    } else {
+      key[i] = {i + 1, 0};
+      if (writes[i]) last_write = i + 1;
+    }
+    for (int v : node.outputs) defined_after[static_cast<std::size_t>(v)] = key[i].first;
+  }
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return key[a] < key[b]; });
+  std::vector<extractor::OpGraph::Node> nodes;
+  nodes.reserve(n);
+  for (std::size_t i : order) nodes.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(nodes);
+}
+
 }  // namespace
 
 extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
@@ -268,6 +332,15 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
     return index[v];
   };
   int position = 0;
+  // Per value: whether its data is constant (Note [Hoisted metadata nodes]).
+  std::vector<bool> constant_data(g.values.size(), false);
+  const auto define_constant = [&](const torch::jit::Value* v, c10::IValue value) {
+    define(v, std::move(value));
+    constant_data.resize(g.values.size(), false);
+    constant_data.back() = true;
+  };
+  std::vector<bool> writes;
+  std::vector<bool> movable;
   for (torch::jit::Node* node : graph.nodes()) {
     ++position;
     if (node->kind() == c10::prim::Constant) {
@@ -276,11 +349,11 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
                " outputs");
       const auto v = constant_value(*node);
       KA_CHECK(v.has_value(), "graph constant %", node->output()->debugName(), " has no value");
-      define(node->output(), *v);
+      define_constant(node->output(), *v);
       continue;
     }
     if (auto list = folded_int_list(*node, g, index)) {
-      define(node->output(), std::move(*list));
+      define_constant(node->output(), std::move(*list));
       continue;
     }
     std::optional<extractor::OpGraph::Fallback> fallback = fallback_of(*node);
@@ -292,13 +365,24 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
     }
     extractor::OpGraph::Node n;
     n.signature = signature_of(*node);
-    for (const torch::jit::Value* in : node->inputs()) n.inputs.push_back(value_of(in));
+    bool reads_constants = true;  // every tensor it reads holds constant data
+    for (const torch::jit::Value* in : node->inputs()) {
+      n.inputs.push_back(value_of(in));
+      if (holds_tensor(in->type())) {
+        reads_constants = reads_constants && constant_data[static_cast<std::size_t>(n.inputs.back())];
+      }
+    }
+    const bool pure = !writes_an_argument(*node) && !node->isNondeterministic();
     for (const torch::jit::Value* out : node->outputs()) n.outputs.push_back(define(out, {}));
+    constant_data.resize(g.values.size(), pure && reads_constants);
     n.fallback = std::move(*fallback);
     n.reads = reads_of(*node);
+    writes.push_back(writes_an_argument(*node));
+    movable.push_back(pure && (n.reads == extractor::OpGraph::Reads::kMetadata || reads_constants));
     g.nodes.push_back(std::move(n));
   }
   for (const torch::jit::Value* out : graph.outputs()) g.outputs.push_back(value_of(out));
+  hoist_metadata_nodes(g, writes, movable);
   return g;
 }
 

@@ -229,6 +229,11 @@ case "$case_name" in
     grep -A1 -E "^    #[0-9]+ aten::matmul  nodes" "$tmp/out" | grep -qE "^       kernel bmm_f32.* shape key aten::bmm\(f32\[12,128,64\]" || fail "attention's matmul does not run on ka's bmm"
     grep -qE "^    #[0-9]+ aten::conv2d  nodes" "$tmp/out" || grep -qE "^    #[0-9]+ aten::_convolution  nodes" "$tmp/out" || fail "the ResNet block's convolutions are not explained"
     grep -q "fused::gemm_epilogue\[aten::linear+aten::gelu\]" "$tmp/out" || fail "GPT-2's MLP is not fused"
+    # Attention fuses in each of its three forms: GPT-2's masked_fill with a mask made from a
+    # buffer, BERT's bmm over pre-scaled heads, LLaMA's division and sliced additive mask.
+    grep -q "fused::attention\[aten::matmul+aten::mul.Scalar+aten::masked_fill.Scalar+aten::softmax.int+aten::matmul\]" "$tmp/out" || fail "GPT-2's attention is not fused"
+    grep -q "fused::attention\[aten::bmm+aten::softmax.int+aten::bmm\]" "$tmp/out" || fail "BERT's attention is not fused"
+    grep -q "fused::attention\[aten::matmul+aten::div.Scalar+aten::add.Tensor+aten::softmax.int+aten::matmul\]" "$tmp/out" || fail "LLaMA's attention is not fused"
     grep -q "UNSUPPORTED\|INCORRECT\|FAILED" "$tmp/out" && fail "a ka variant was not correct"
     ;;
   model_runs)

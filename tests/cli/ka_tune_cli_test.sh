@@ -143,6 +143,19 @@ case "$case_name" in
     n=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM recommendations WHERE op LIKE 'fused::%' AND fusion IN ('fused', 'unfused')")
     [ "$n" -ge 1 ] || fail "no fusion decision stored"
     ;;
+  fusion_sweep)
+    # Attention's kernel exists only fused: --fusion sweeps its space inside the graph and
+    # stores the config it keeps with the decision (Note [Sweeping a fused kernel]).
+    "$ka_tune" --suite "$suite_fixtures/attention_tiny.yaml" --fusion --config-budget 0.02 --db "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc: $(cat "$tmp/err")"
+    grep -qE "fused::attention: swept [0-9]+ configs of attention_f32_cpu in the graph; kept .*block_q=" "$tmp/out" || fail "no sweep line: $(cat "$tmp/out")"
+    row=$("$sqlite3" "$tmp/ka.db" "SELECT kernel, fusion FROM recommendations WHERE op = 'fused::attention' AND config LIKE '%block_k=%block_q=%'")
+    [ "$row" = "attention_f32_cpu|fused" ] || fail "attention row: '$row'"
+    # ka-bench with the tuned table runs attention with the stored config (provenance exact).
+    "$ka_bench" --suite "$suite_fixtures/attention_tiny.yaml" --explain --tuned-table "$tmp/ka.db" >"$tmp/out" 2>"$tmp/err" || fail "ka-bench --tuned-table: exit $?"
+    grep -A1 "fused::attention\[" "$tmp/out" | grep -q "provenance exact" || fail "the tuned attention config was not used: $(cat "$tmp/out")"
+    ;;
   threads)
     # --threads 1: every trial and the recommendation run on one thread.
     "$ka_tune" --op aten::addmm --shapes 96x64x160 --strategy random --budget 8 --threads 1 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err" || fail "exit $?"

@@ -621,13 +621,7 @@ LaunchConfig params_of(const LaunchConfig& config) {
   return p;
 }
 
-std::string params_str(const LaunchConfig& config) {
-  std::string s;
-  for (const auto& [name, value] : config.params()) {
-    s += (s.empty() ? "" : " ") + name + "=" + std::to_string(value);
-  }
-  return s;
-}
+std::string params_str(const LaunchConfig& config) { return config.params_str(); }
 
 std::vector<ShapeOutcome> tune(const TuneOptions& o) {
   check_options(o);

@@ -276,6 +276,49 @@ TEST(FusionChecker, ChainsEpiloguesAndPrologues) {
   EXPECT_EQ(groups[0].count, 2);
 }
 
+TEST(FusionChecker, AttentionIsOneGroupOnTheCpu) {
+  const auto node = [](const char* sig, int chain_input, int uses) {
+    FusionNode n;
+    n.signature = sig;
+    n.chain_input = chain_input;
+    n.uses = uses;
+    return n;
+  };
+  FusionNode qk = node("aten::matmul", -1, 1);
+  qk.batched_gemm = true;
+  FusionNode scale = node("aten::mul.Scalar", 0, 1);
+  scale.scalar_scale = scale.elementwise = true;
+  FusionNode mask = node("aten::add.Tensor", 1, 1);
+  mask.tensor_add = mask.elementwise = true;
+  FusionNode softmax = node("aten::softmax.int", 2, 1);
+  softmax.softmax = softmax.row_reduction = true;
+  FusionNode pv = node("aten::matmul", 3, 1);
+  pv.batched_gemm = true;
+  FusionChecker checker;
+  auto groups = checker.plan({qk, scale, mask, softmax, pv}, DeviceType::kCPU);
+  ASSERT_EQ(groups.size(), 1U);
+  EXPECT_EQ(groups[0].kind, FusionKind::kAttention);
+  EXPECT_EQ(groups[0].count, 5);
+  EXPECT_STREQ(to_string(groups[0].kind), "attention");
+  // Scale and mask are optional.
+  FusionNode s2 = softmax;
+  s2.chain_input = 0;
+  FusionNode pv2 = pv;
+  pv2.chain_input = 1;
+  groups = checker.plan({qk, s2, pv2}, DeviceType::kCPU);
+  ASSERT_EQ(groups.size(), 1U);
+  EXPECT_EQ(groups[0].count, 3);
+  // No CUDA kernel: CUDA keeps the prologue fusion and runs the products alone.
+  groups = checker.plan({qk, scale, mask, softmax, pv}, DeviceType::kCUDA);
+  ASSERT_EQ(groups.size(), 3U);
+  EXPECT_EQ(groups[1].kind, FusionKind::kPointwiseReduction);
+  // Probabilities read elsewhere too (returned, say) must materialise: no attention group.
+  FusionNode read_twice = softmax;
+  read_twice.uses = 2;
+  groups = checker.plan({qk, scale, mask, read_twice, pv}, DeviceType::kCPU);
+  for (const FusionGroup& g : groups) EXPECT_NE(g.kind, FusionKind::kAttention);
+}
+
 // The row budget of a prologue fused into softmax, applied by the FusionChecker through
 // run_graph: the add's rows are its link (mm's output, whose sizes only shape propagation
 // knows before anything runs) and its bias, N floats each.

@@ -284,7 +284,7 @@ TEST(Suite, ShippedFusedSuiteCoversTheTransformerPatterns) {
   const Suite s = load_suite_file(find_suite_file("fused", KA_TEST_SUITES_DIR));
   std::set<std::string> graphs;
   bool bert_mlp = false, gpt2_mlp = false, bert_scores = false, gpt2_scores = false;
-  bool bert_ln = false, gpt2_ln = false;
+  bool bert_ln = false, gpt2_ln = false, bert_attention = false, gpt2_attention = false;
   for (const auto& c : s.cases) {
     ASSERT_TRUE(c.is_graph()) << c.name;
     graphs.insert(c.graph);
@@ -299,13 +299,20 @@ TEST(Suite, ShippedFusedSuiteCoversTheTransformerPatterns) {
       const bool shape = x.size() == 3 && x[0] == 12 && x[2] == 64;
       bert_scores |= bert && shape && x[1] == 512 && c.inputs[2].fill == InputFill::kMask;
       gpt2_scores |= gpt2 && shape && x[1] == 1024 && c.inputs[2].fill == InputFill::kCausal;
+    } else if (c.graph.rfind("attention", 0) == 0) {
+      // 12 heads of 64 over 512 (BERT) and 1024 tokens (GPT-2, causal), as bmm and as matmul.
+      const bool heads = x.size() >= 3 && x[x.size() - 3] == 12 && x.back() == 64;
+      bert_attention |= bert && heads && x[x.size() - 2] == 512;
+      gpt2_attention |= gpt2 && heads && x[x.size() - 2] == 1024 &&
+                        c.inputs[3].fill == InputFill::kCausal;
     } else if (c.graph == "residual_layer_norm") {
       bert_ln |= bert && x == std::vector<std::int64_t>{512, 768} && c.params.at("HIDDEN") == 768;
       gpt2_ln |= gpt2 && x == std::vector<std::int64_t>{1024, 768};
     }
   }
   EXPECT_TRUE(bert_mlp && gpt2_mlp && bert_scores && gpt2_scores && bert_ln && gpt2_ln);
-  EXPECT_EQ(graphs.size(), 4U);
+  EXPECT_TRUE(bert_attention && gpt2_attention);
+  EXPECT_EQ(graphs.size(), 6U);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <torch/jit.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 namespace ka::runtime {
@@ -118,8 +119,10 @@ TEST(Fallback, AGpt2BlockRunsWithLibtorchForWhatKaDoesNotServe) {
   const Scripted s(kGpt2Block, "block");
   Runtime rt;
   // Batch 1, fused and unfused; batch 2, whose heads' batch dimensions no view can merge, so
-  // attention's matmuls run on libtorch (Note [matmul on ka]).
-  for (const auto& [batch, fusion] : {std::pair{1, true}, std::pair{1, false}, std::pair{2, true}}) {
+  // attention's matmuls alone run on libtorch (Note [matmul on ka]) while fused attention
+  // takes the heads as they are (Note [Packing attention]).
+  for (const auto& [batch, fusion] : {std::pair{1, true}, std::pair{1, false}, std::pair{2, true},
+                                      std::pair{2, false}}) {
     SCOPED_TRACE(std::string(fusion ? "fused" : "unfused") + ", batch " + std::to_string(batch));
     const std::vector<c10::IValue> inputs = gpt2_inputs(batch, 24, 64, 4);
     const auto want = s.reference(inputs);
@@ -146,6 +149,21 @@ TEST(Fallback, AGpt2BlockRunsWithLibtorchForWhatKaDoesNotServe) {
     const TaskPlan* contiguous = find_plan(got.tasks, "aten::contiguous");
     ASSERT_NE(contiguous, nullptr);
     EXPECT_NE(contiguous->config.find("reads data"), std::string::npos) << contiguous->config;
+    const TaskPlan* attention = find_plan(
+        got.tasks,
+        "fused::attention[aten::matmul+aten::mul.Scalar+aten::add.Tensor+aten::softmax.int+"
+        "aten::matmul]");
+    EXPECT_EQ(attention != nullptr, fusion);
+    if (fusion) {
+      ASSERT_NE(attention, nullptr);
+      EXPECT_EQ(attention->kernel, "attention_f32_cpu");
+      EXPECT_EQ(attention->shape_key.rfind("fused::attention(f32[" + std::to_string(batch) +
+                                               ",4,24,16]s,f32[" + std::to_string(batch) + ",4,16,24]s",
+                                           0),
+                0U)
+          << attention->shape_key;
+      continue;
+    }
     const TaskPlan* matmul = find_plan(got.tasks, "aten::matmul");
     ASSERT_NE(matmul, nullptr);
     if (batch == 1) {
@@ -162,6 +180,55 @@ TEST(Fallback, AGpt2BlockRunsWithLibtorchForWhatKaDoesNotServe) {
       EXPECT_NE(linear->provenance, db::Provenance::kFallback);
     }
   }
+}
+
+TEST(Fallback, ViewsBetweenAttentionsOpsMoveUpAndAttentionFuses) {
+  // LLaMA's form: the mask is sliced between the division and the add. The slices read no
+  // data, so lowering moves them up (Note [Hoisted metadata nodes]) and the five ops fuse.
+  const Scripted s(R"TS(
+def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor):
+    T = q.size(2)
+    s = torch.matmul(q, k.transpose(2, 3)) / 4.0
+    s = s + mask[:T, :T]
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+)TS",
+                   "f");
+  at::manual_seed(9);
+  const auto heads = [](std::int64_t t) { return at::randn({2, t, 3, 16}).transpose(1, 2); };
+  const at::Tensor mask =
+      at::full({40, 40}, -std::numeric_limits<float>::infinity()).triu(1);  // causal, 40 long
+  const std::vector<c10::IValue> inputs = {heads(33), heads(33), heads(33), mask};
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs, {true});
+  expect_outputs_match(got.outputs, s.reference(inputs));
+  expect_every_node_planned(*s.graph, inputs, got.tasks);
+  const TaskPlan* attention = find_plan(
+      got.tasks,
+      "fused::attention[aten::matmul+aten::div.Scalar+aten::add.Tensor+aten::softmax.int+"
+      "aten::matmul]");
+  ASSERT_NE(attention, nullptr);
+  // The slices ran during extraction, before the attention's task.
+  const TaskPlan* slice = find_plan(got.tasks, "aten::slice.Tensor");
+  ASSERT_NE(slice, nullptr);
+  EXPECT_LT(slice->nodes.front(), attention->nodes.front());
+}
+
+TEST(Fallback, MetadataNodesDoNotMoveAboveAnInPlaceOp) {
+  // unsqueeze_ changes x's sizes in place: the size read after it must not move above it.
+  const Scripted s(R"TS(
+def f(x: Tensor):
+    a = x.size(0)
+    x.unsqueeze_(0)
+    b = x.size(0)
+    return x * b + a
+)TS",
+                   "f");
+  const std::vector<c10::IValue> inputs = {at::randn({5, 3})};
+  Runtime rt;
+  const auto want = s.reference({at::Tensor(inputs[0].toTensor().clone())});
+  const GraphResult got = rt.run_graph(*s.graph, inputs, {true});
+  expect_outputs_match(got.outputs, want);
+  expect_every_node_planned(*s.graph, {at::randn({5, 3})}, got.tasks);
 }
 
 TEST(Fallback, AWriteThroughAViewIsOrderedByTheViewsMemory) {

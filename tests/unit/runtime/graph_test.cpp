@@ -13,6 +13,7 @@
 #include <torch/jit.h>
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace ka::runtime {
@@ -77,6 +78,58 @@ TEST(Graph, AttentionScoresFuseScaleAndMaskIntoSoftmax) {
   const at::Tensor mask = at::where(at::rand({4, 17, 17}) > 0.8, -1e4, 0.0).to(at::kFloat);
   expect_same("attention_scores.ir",
               {at::randn({4, 17, 32}), at::randn({4, 32, 17}), mask}, 1);
+}
+
+// Note [Attention pattern]: the whole of attention is one task, checked against libtorch; the
+// mask mixes -1e4 and a causal -inf (whole key blocks of it are skipped).
+at::Tensor attention_mask(std::int64_t sq, std::int64_t sk) {
+  const at::Tensor padding = at::where(at::rand({sq, sk}) > 0.8, -1e4, 0.0).to(at::kFloat);
+  return padding + at::full({sq, sk}, -std::numeric_limits<float>::infinity()).triu(1 + sk - sq);
+}
+
+TEST(Graph, AttentionFusesIntoOneKernel) {
+  at::manual_seed(21);
+  expect_same("attention.ir",
+              {at::randn({4, 37, 16}), at::randn({4, 16, 300}), at::randn({4, 300, 24}),
+               attention_mask(37, 300)},
+              1);
+}
+
+TEST(Graph, AttentionOverHeadsFusesAtBatchTwo) {
+  at::manual_seed(22);
+  // Heads split from [B, S, H, D] at batch 2: matmul alone cannot view them as a bmm.
+  const auto heads = [](std::int64_t s, std::int64_t d) {
+    return at::randn({2, s, 3, d}).transpose(1, 2);
+  };
+  expect_same("attention_heads.ir",
+              {heads(29, 16), heads(29, 16), heads(29, 8), attention_mask(29, 29)}, 1);
+  // A padding mask per sequence, broadcast over heads and queries.
+  const at::Tensor padding = at::where(at::rand({2, 1, 1, 29}) > 0.7, -1e4, 0.0).to(at::kFloat);
+  expect_same("attention_heads.ir", {heads(29, 16), heads(29, 16), heads(29, 8), padding}, 1);
+}
+
+TEST(Graph, AttentionWithAMaskedFillFuses) {
+  at::manual_seed(25);
+  // GPT-2's form: masked_fill(bool causal, -1e4), the bool mask broadcast over the heads.
+  const at::Tensor causal = at::ones({40, 40}, at::kBool).triu(1);
+  expect_same("attention_masked_fill.ir",
+              {at::randn({1, 3, 40, 16}), at::randn({1, 3, 16, 40}), at::randn({1, 3, 40, 16}),
+               causal},
+              1);
+}
+
+TEST(Graph, AttentionWithoutScaleOrMaskFuses) {
+  at::manual_seed(23);
+  expect_same("attention_plain.ir",
+              {at::randn({6, 50, 32}), at::randn({6, 70, 32}), at::randn({6, 70, 32})}, 1);
+}
+
+TEST(Graph, AttentionTheKernelRefusesRunsNodeByNode) {
+  at::manual_seed(24);
+  // softmax over the queries (dim 1), not the keys: the FusionChecker sees the pattern, the
+  // packer refuses it, and its five nodes run unfused.
+  expect_same("attention_over_queries.ir",
+              {at::randn({2, 20, 8}), at::randn({2, 8, 20}), at::randn({2, 20, 8})}, 0);
 }
 
 TEST(Graph, ResidualAddFusesIntoLayerNorm) {

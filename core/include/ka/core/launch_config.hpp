@@ -55,6 +55,8 @@ class LaunchConfig {
 
   /// Canonical text form (see the class comment).
   [[nodiscard]] std::string str() const;
+  /// The tunables only, for people: "threads=2 tile_k=256 tile_m=96".
+  [[nodiscard]] std::string params_str() const;
   /// Parses the text form; fields may come in any order. Throws ka::ValueError naming the bad
   /// token on malformed text, duplicates, or non-positive extents.
   static LaunchConfig parse(std::string_view text);

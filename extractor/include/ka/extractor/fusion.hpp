@@ -15,8 +15,11 @@ enum class FusionKind : std::uint8_t {
   kElementwiseChain,    ///< Element-wise ops, each feeding only the next: one pass.
   kGemmEpilogue,        ///< mm/addmm/linear followed by one activation, applied per tile.
   kPointwiseReduction,  ///< An element-wise chain feeding softmax or layer_norm (prologue).
+  /// bmm|matmul -> [scale] -> [mask add] -> softmax -> bmm|matmul: one online-softmax kernel
+  /// (CPU only).
+  kAttention,
 };
-/// "none", "ew_chain", "gemm_epilogue", "pointwise_reduction".
+/// "none", "ew_chain", "gemm_epilogue", "pointwise_reduction", "attention".
 const char* to_string(FusionKind kind) noexcept;
 
 /// What the checker sees of a graph node.
@@ -26,6 +29,11 @@ struct FusionNode {
   bool gemm = false;         ///< mm / addmm / linear.
   bool activation = false;   ///< relu / gelu / sigmoid / silu (a GEMM epilogue).
   bool row_reduction = false;  ///< softmax / layer_norm (takes a prologue).
+  bool softmax = false;        ///< _softmax / softmax.int (attention's middle).
+  bool batched_gemm = false;   ///< bmm / matmul (attention's two products).
+  bool scalar_scale = false;   ///< mul.Scalar / div.Scalar (attention's scale).
+  bool tensor_add = false;     ///< add.Tensor (attention's mask).
+  bool masked_fill = false;    ///< masked_fill.Scalar (attention's boolean mask).
   int chain_input = -1;  ///< Index of the previous node whose output this node reads (-1: none).
   int uses = 0;          ///< Readers of this node's output (graph outputs count as readers).
   int external_inputs = 0;  ///< Tensor inputs other than the chain link.
@@ -45,7 +53,8 @@ struct FusionGroup {
   std::string reason;
 };
 
-/// Rule-based fusion (DESIGN.md §5) with a per-device budget: at most
+/// Rule-based fusion (DESIGN.md §5) with a per-device budget: attention on the CPU
+/// (Note [Attention pattern]); at most
 /// EwProgram::kMaxInstrs instructions and kMaxInputs inputs per chain, and for a prologue
 /// feeding a row reduction a row working set within L2 (CPU) or shared memory (CUDA).
 /// A measured decision from the recommendation table overrides the rules (see

@@ -20,10 +20,14 @@
 
 namespace ka::extractor::detail {
 
-enum class OpKind : std::uint8_t { kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum };
+/// An op's kernel family; kAttention is a fusion pattern's only (no op has it), and
+/// kMaskedFill has no kernel of its own: masked_fill runs on ka only as attention's mask.
+enum class OpKind : std::uint8_t {
+  kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum, kAttention, kMaskedFill
+};
 
 /// How many operators the extractor serves.
-constexpr std::size_t kNumOps = 23;
+constexpr std::size_t kNumOps = 25;
 
 /// One operator ka serves: its exact signature, family, schema arity, for element-wise ops
 /// which arguments are tensors, and for out= overloads which argument is the output.

@@ -1,0 +1,458 @@
+// Fused attention on the CPU. See Note [Attention in blocks of keys].
+#include "descriptor_common.hpp"
+#include "ew_math.hpp"
+#include "gemm_internal.hpp"
+
+#include <ka/core/ceil_div.hpp>
+#include <ka/core/error.hpp>
+#include <ka/kernels/attention.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace ka::kernels {
+
+// Note [Attention in blocks of keys]
+// A block of the grid is one batch entry's block_q queries. It packs those queries once (the
+// GEMM's A packing, kMicroRows rows per sliver), then walks the keys in blocks of block_k:
+//  1. S = mask (or 0) for the block's rows and keys, then S += scale * Q @ Kᵀ by the GEMM's
+//     micro-kernel over Kᵀ's block packed as its B (kc = D): scale and mask cost nothing
+//     beyond the initialisation the micro-kernel's C += needs anyway. A bool fill mask
+//     (masked_fill) then sets its positions to the fill value.
+//  2. Online softmax per row: m' = max(m, max_j S), P = exp(S − m'), l = l·e^(m−m') + Σ P,
+//     and the row's output accumulator O is scaled by e^(m−m') (skipped when m does not grow).
+//     A row whose scores so far are all -inf keeps m = -inf and adds nothing.
+//  3. O += P @ V by the micro-kernel, P packed as A (kc = the block's keys), V's block as B.
+// After the last key block, out = O / l. The scores never exist beyond one block_q x block_k
+// tile, so the working set is Q's and O's block plus one key block of K and V, whatever the
+// sequence length; K and V blocks are packed once per query block, 1/block_q of the FLOPs.
+// Padding: Q's slivers repeat the last row and the packed B's columns are zero past the edge,
+// so the micro-kernel always runs whole tiles into S and O, whose extra rows and columns are
+// never read.
+
+// Note [Masked key blocks]
+// A key block whose mask is -inf for every row of the query block (a causal mask's upper
+// triangle: half the work at any length), or whose fill mask is set throughout with a -inf
+// fill, is skipped: its probabilities are exactly 0 and it leaves m, l and O as they were.
+// The one difference from computing it: a NaN or inf in q or k under a -inf mask does not
+// reach the output (ATen's softmax would give NaN there).
+
+namespace {
+
+constexpr std::int64_t kMr = detail::kMicroRows;
+
+// One call, copied into the CpuLaunch: the sizes and blocking. The operands are read from the
+// arguments themselves (`args`, which the caller keeps alive until the launch has run), as
+// their batch strides do not fit the job.
+struct AttentionJob {
+  const AttentionArgs* args;
+  std::int64_t sq, sk, d, dv;
+  std::int64_t block_q, block_k, q_blocks;
+  detail::MicroKernelInfo micro;
+};
+static_assert(sizeof(AttentionJob) <= CpuLaunch::kJobBytes);
+
+// The per-thread buffers, grown on demand and never shrunk.
+struct Scratch {
+  std::vector<float> q_packed, k_packed, v_packed, p_packed, s, p, o, m, l;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+float* sized(std::vector<float>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
+// The micro-kernel over every (A sliver, B sliver) pair: C[0:rows_pad, 0:cols_pad] +=
+// alpha * A @ B, A packed in slivers of kMr rows, B in slivers of nr columns, both kc deep.
+void multiply_packed(const detail::MicroKernelInfo& micro, std::int64_t kc, const float* a,
+                     std::int64_t a_slivers, const float* b, std::int64_t b_slivers, float* c,
+                     std::int64_t ldc, float alpha) {
+  const std::int64_t nr = micro.cols;
+  for (std::int64_t t = 0; t < b_slivers; ++t) {
+    const float* bs = b + t * nr * kc;
+    for (std::int64_t s = 0; s < a_slivers; ++s) {
+      micro.fn(kc, a + s * kMr * kc, bs, c + s * kMr * ldc + t * nr, ldc, alpha);
+    }
+  }
+}
+
+// Whether x[0..n) is -inf throughout (NaN is not).
+bool all_neg_inf(const float* x, std::int64_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int all = 1;
+  for (std::int64_t j = 0; j < n; ++j) all &= static_cast<int>(x[j] == kNegInf);
+  return all != 0;
+}
+
+// A batch entry's matrix of an operand: its first element and the strides of its last two
+// dims.
+template <typename T>
+struct Operand {
+  const T* data;
+  std::int64_t rs, cs;
+};
+
+// Whether the fill mask is set throughout its block [i0, i0 + rows) x [j0, j0 + cols).
+bool all_filled(const Operand<std::uint8_t>& f, std::int64_t i0, std::int64_t j0,
+                std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::uint8_t* src = f.data + (i0 + i) * f.rs + j0 * f.cs;
+    int all = 1;
+    for (std::int64_t j = 0; j < cols; ++j) all &= static_cast<int>(src[j * f.cs] != 0);
+    if (all == 0) return false;
+  }
+  return true;
+}
+
+// S[i, j] = value where the fill mask is set (masked_fill), after the product.
+void apply_fill(const Operand<std::uint8_t>& f, float value, std::int64_t i0, std::int64_t j0,
+                std::int64_t rows, std::int64_t cols, float* s, std::int64_t lds) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::uint8_t* src = f.data + (i0 + i) * f.rs + j0 * f.cs;
+    float* row = s + i * lds;
+    for (std::int64_t j = 0; j < cols; ++j) row[j] = src[j * f.cs] != 0 ? value : row[j];
+  }
+}
+
+// S[0:rows, 0:cols] = the mask's block (or zeros), the starting point of step 1. Returns
+// false when every value of the block is -inf (Note [Masked key blocks]).
+bool init_scores(const Operand<float>& mask, std::int64_t i0, std::int64_t j0, std::int64_t rows,
+                 std::int64_t cols, float* s, std::int64_t lds) {
+  bool live = mask.data == nullptr;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* row = s + i * lds;
+    if (mask.data == nullptr) {
+      std::fill(row, row + cols, 0.0F);
+      continue;
+    }
+    const float* src = mask.data + (i0 + i) * mask.rs + j0 * mask.cs;
+    if (mask.cs == 1) {
+      std::copy(src, src + cols, row);
+    } else {
+      for (std::int64_t j = 0; j < cols; ++j) row[j] = src[j * mask.cs];
+    }
+    if (!live) live = !all_neg_inf(row, cols);
+  }
+  return live;
+}
+
+// Step 2 for `rows` rows of S (cols keys): P = exp(S − m'), updating m, l and O's rows.
+void online_softmax(const float* s, std::int64_t lds, std::int64_t rows, std::int64_t cols,
+                    float* p, float* m, float* l, float* o, std::int64_t ldo, std::int64_t dv) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* srow = s + i * lds;
+    float* prow = p + i * cols;
+    const float m_new = std::max(m[i], detail::lane_max(srow, cols));
+    if (m_new == kNegInf) {  // every score so far is -inf: nothing to add yet
+      std::fill(prow, prow + cols, 0.0F);
+      continue;
+    }
+    const float sum = detail::exp_shifted_sum(srow, m_new, prow, cols);
+    if (m_new != m[i]) {
+      const float c = std::exp(m[i] - m_new);  // 0 on the first finite block
+      detail::scale_inplace(o + i * ldo, c, dv);
+      l[i] *= c;
+    }
+    l[i] += sum;
+    m[i] = m_new;
+  }
+}
+
+// The offset of batch entry `b` (row-major over t's leading dims) in `t`.
+std::int64_t batch_offset(std::int64_t b, const TensorView& t) {
+  std::int64_t off = 0;
+  for (int d = t.ndim - 3; d >= 0; --d) {
+    off += (b % t.size(d)) * t.stride(d);
+    b /= t.size(d);
+  }
+  return off;
+}
+
+void run_query_block(const AttentionJob& job, std::int64_t block) {
+  const AttentionArgs& a = *job.args;
+  const std::int64_t b = block / job.q_blocks;
+  const std::int64_t i0 = (block % job.q_blocks) * job.block_q;
+  const std::int64_t rows = std::min(job.block_q, job.sq - i0);
+  const int nd = a.query.ndim;
+  const auto operand = [&](const TensorView& t, auto* type) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(type)>>;
+    if (t.data == nullptr) return Operand<T>{nullptr, 0, 0};
+    return Operand<T>{t.data_as<const T>() + batch_offset(b, t), t.stride(nd - 2), t.stride(nd - 1)};
+  };
+  const auto q = operand(a.query, static_cast<float*>(nullptr));
+  const auto kt = operand(a.key_t, static_cast<float*>(nullptr));
+  const auto v = operand(a.value, static_cast<float*>(nullptr));
+  const auto mask = operand(a.mask, static_cast<float*>(nullptr));
+  const auto fill = operand(a.fill_mask, static_cast<std::uint8_t*>(nullptr));
+  const bool fill_skips = fill.data != nullptr && a.fill_value == -std::numeric_limits<float>::infinity();
+  float* out = a.out.data_as<float>() + batch_offset(b, a.out);
+  const std::int64_t out_rs = a.out.stride(nd - 2);
+
+  const detail::MicroKernelInfo& micro = job.micro;
+  const std::int64_t nr = micro.cols;
+  const std::int64_t a_slivers = ceil_div(rows, kMr);
+  const std::int64_t rows_pad = a_slivers * kMr;
+  const std::int64_t lds = ceil_div(job.block_k, nr) * nr;
+  const std::int64_t dv_slivers = ceil_div(job.dv, nr);
+  const std::int64_t ldo = dv_slivers * nr;
+
+  Scratch& sc = scratch();
+  float* qp = sized(sc.q_packed, rows_pad * job.d + detail::kPackSlack);
+  float* kp = sized(sc.k_packed, job.d * lds);
+  float* vp = sized(sc.v_packed, job.block_k * ldo);
+  float* pp = sized(sc.p_packed, rows_pad * job.block_k + detail::kPackSlack);
+  float* s = sized(sc.s, rows_pad * lds);
+  float* p = sized(sc.p, rows * job.block_k);
+  float* o = sized(sc.o, rows_pad * ldo);
+  float* m = sized(sc.m, rows);
+  float* l = sized(sc.l, rows);
+  std::fill(o, o + rows_pad * ldo, 0.0F);
+  std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + rows, 0.0F);
+
+  micro.pack_a(q.data, q.rs, q.cs, i0, rows, 0, job.d, qp);
+  for (std::int64_t j0 = 0; j0 < job.sk; j0 += job.block_k) {
+    const std::int64_t cols = std::min(job.block_k, job.sk - j0);
+    const std::int64_t k_slivers = ceil_div(cols, nr);
+    if (fill_skips && all_filled(fill, i0, j0, rows, cols)) continue;
+    if (!init_scores(mask, i0, j0, rows, cols, s, lds)) continue;
+    micro.pack_b(kt.data, kt.rs, kt.cs, 0, job.d, j0, cols, nr, kp);
+    multiply_packed(micro, job.d, qp, a_slivers, kp, k_slivers, s, lds, a.scale);
+    if (fill.data != nullptr) apply_fill(fill, a.fill_value, i0, j0, rows, cols, s, lds);
+    online_softmax(s, lds, rows, cols, p, m, l, o, ldo, job.dv);
+    micro.pack_a(p, cols, 1, 0, rows, 0, cols, pp);
+    micro.pack_b(v.data, v.rs, v.cs, j0, cols, 0, job.dv, nr, vp);
+    multiply_packed(micro, cols, pp, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
+  }
+  for (std::int64_t i = 0; i < rows; ++i) {
+    detail::scale_run(o + i * ldo, 1.0F / l[i], out + (i0 + i) * out_rs, job.dv);
+  }
+}
+
+// ---- operands ------------------------------------------------------------------------------
+
+void check_operand(const TensorView& t, const char* name, int ndim) {
+  KA_CHECK(t.dtype == DType::kFloat32, "attention: ", name, " must be float32");
+  KA_CHECK(t.device.type == DeviceType::kCPU, "attention: ", name, " must be on the CPU");
+  KA_CHECK(t.ndim == ndim, "attention: ", name, " has ", t.ndim, " dims, query has ", ndim);
+}
+
+// Validates the operands; returns the shape.
+AttentionShape validate(const AttentionArgs& a) {
+  const int nd = a.query.ndim;
+  KA_CHECK(nd >= 3 && nd <= TensorView::kMaxDims, "attention: query must have 3 to ",
+           TensorView::kMaxDims, " dims (batch..., Sq, D), got ", a.query.shape_str());
+  check_operand(a.query, "query", nd);
+  check_operand(a.key_t, "key_t", nd);
+  check_operand(a.value, "value", nd);
+  check_operand(a.out, "out", nd);
+  const bool has_mask = a.mask.data != nullptr || a.mask.ndim > 0;
+  if (has_mask) check_operand(a.mask, "mask", nd);
+  const bool has_fill = a.fill_mask.data != nullptr || a.fill_mask.ndim > 0;
+  if (has_fill) {
+    KA_CHECK(a.fill_mask.dtype == DType::kBool && a.fill_mask.device.type == DeviceType::kCPU &&
+                 a.fill_mask.ndim == nd,
+             "attention: fill_mask must be a bool CPU tensor of ", nd, " dims, got ",
+             a.fill_mask.shape_str());
+    for (int d = 0; d < nd; ++d) {
+      const std::int64_t want = d == nd - 1 ? a.key_t.size(nd - 1) : a.query.size(d);
+      KA_CHECK(a.fill_mask.size(d) == want, "attention: fill_mask ", a.fill_mask.shape_str(),
+               " must be [..., Sq, Sk] like the scores");
+    }
+  }
+  AttentionShape s;
+  s.sq = a.query.size(nd - 2);
+  s.d = a.query.size(nd - 1);
+  s.sk = a.key_t.size(nd - 1);
+  s.dv = a.value.size(nd - 1);
+  s.mask = has_mask || has_fill;
+  for (int d = 0; d + 2 < nd; ++d) {
+    const std::int64_t n = a.query.size(d);
+    KA_CHECK(a.key_t.size(d) == n && a.value.size(d) == n && a.out.size(d) == n &&
+                 (!has_mask || a.mask.size(d) == n),
+             "attention: batch dimension ", d, " differs: query ", a.query.shape_str(),
+             ", key_t ", a.key_t.shape_str(), ", value ", a.value.shape_str(), ", out ",
+             a.out.shape_str(), has_mask ? ", mask " + a.mask.shape_str() : std::string());
+    s.batch *= n;
+  }
+  KA_CHECK(a.key_t.size(nd - 2) == s.d, "attention: key_t ", a.key_t.shape_str(),
+           " must be [..., D, Sk] with D = ", s.d, " (query ", a.query.shape_str(), ")");
+  KA_CHECK(a.value.size(nd - 2) == s.sk, "attention: value ", a.value.shape_str(),
+           " must be [..., Sk, Dv] with Sk = ", s.sk);
+  KA_CHECK(a.out.size(nd - 2) == s.sq && a.out.size(nd - 1) == s.dv, "attention: out ",
+           a.out.shape_str(), " must be [..., ", s.sq, ", ", s.dv, "]");
+  KA_CHECK(a.out.stride(nd - 1) == 1 || s.dv <= 1, "attention: out must have unit stride "
+           "along Dv");
+  KA_CHECK(!has_mask || (a.mask.size(nd - 2) == s.sq && a.mask.size(nd - 1) == s.sk),
+           "attention: mask ", a.mask.shape_str(), " must be [..., ", s.sq, ", ", s.sk, "]");
+  return s;
+}
+
+// ---- descriptor ----------------------------------------------------------------------------
+
+std::int64_t ceil_to(std::int64_t x, std::int64_t m) { return ceil_div(x, m) * m; }
+
+// The config's micro-kernel on the active ISA (micro_n 0: its default width).
+detail::MicroKernelInfo micro_of(const LaunchConfig& c) {
+  return detail::micro_kernel_in_use(c.get_or("micro_n", 0));
+}
+
+Status check_point(const KernelDescriptor& d, const LaunchConfig& c) {
+  if (Status st = d.space.check(c); !st) return st;
+  if (micro_of(c).fn == nullptr) {
+    return Status::unsupported("micro_n=" + std::to_string(c.get_or("micro_n", 0)) +
+                               ": the " + gemm_cpu_isa() + " path has no micro-kernel that wide");
+  }
+  return Status::ok();
+}
+
+LaunchConfig complete_point(const ShapeKey& key, const LaunchConfig& point) {
+  const AttentionShape s = attention_shape(key);
+  LaunchConfig c = point;
+  const std::int64_t bq = std::max<std::int64_t>(1, point.get_or("block_q", 1));
+  c.block = {point.get_or("block_k", 1), bq, 1};
+  c.grid = {std::max<std::int64_t>(1, ceil_div(s.sq, bq)), std::max<std::int64_t>(1, s.batch), 1};
+  return c;
+}
+
+// Default: 192 queries per block (96 with a mask, whose -inf blocks a smaller block skips
+// more of) where that still gives every thread four blocks, else fewer (down to 24); 256 keys
+// per step (the scores' tile then stays within 192 KiB, in L2 beside Q, O and the key block).
+LaunchConfig default_point(const AttentionShape& s) {
+  const std::int64_t threads = cpu_thread_limit();
+  std::int64_t bq = s.mask ? 96 : 192;
+  while (bq > 24 && s.batch * ceil_div(s.sq, bq) < 4 * threads) bq /= 2;
+  LaunchConfig c;
+  c.set("block_q", bq);
+  c.set("block_k", 256);
+  c.set("micro_n", 0);
+  c.set("threads", std::min<std::int64_t>(threads, std::max<std::int64_t>(1, s.batch * ceil_div(s.sq, bq))));
+  return c;
+}
+
+KernelDescriptor make_descriptor() {
+  KernelDescriptor d;
+  d.name = "attention_f32_cpu";
+  d.version = 1;
+  d.ops = {"fused::attention"};
+  d.dtypes = {DType::kFloat32};
+  d.device = DeviceType::kCPU;
+  std::vector<std::int64_t> widths = {0};
+  for (const std::int64_t w : {16, 32, 48}) widths.push_back(w);
+  d.space = TunableSpace(
+      {{"block_q", {24, 48, 96, 192}, "queries per block (the grid is batch x query blocks)"},
+       {"block_k", {64, 128, 256, 512}, "keys per online-softmax step"},
+       {"micro_n", widths, "GEMM micro-kernel width (0: the ISA's default)"},
+       {"threads", detail::cpu_thread_candidates(), "threads"}},
+      {{"block_q % 6 == 0 (micro-tile rows)",
+        [](const LaunchConfig& c) { return c.get_or("block_q", 0) > 0 && c.get_or("block_q", 0) % kMr == 0; }},
+       {"block_k >= 1", [](const LaunchConfig& c) { return c.get_or("block_k", 0) >= 1; }},
+       {"threads >= 1", [](const LaunchConfig& c) { return c.get_or("threads", 0) >= 1; }}});
+  d.complete = complete_point;
+  d.can_run = [](const ShapeKey& key, const LaunchConfig& config) -> Status {
+    const auto& args = key.args();
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const bool fill_mask = i == 3 && args[i].dtype == DType::kBool;
+      if (args[i].dtype != DType::kFloat32 && !fill_mask) {
+        return Status::unsupported("only float32 is supported (and a bool fill mask)");
+      }
+    }
+    return check_point(attention_f32_cpu_descriptor(), config);
+  };
+  d.default_config = [](const ShapeKey& key) {
+    return complete_point(key, default_point(attention_shape(key)));
+  };
+  d.canonical = [](const ShapeKey& key, const LaunchConfig& point) {
+    const AttentionShape s = attention_shape(key);
+    LaunchConfig c;
+    c.set("block_q", std::min(point.get_or("block_q", 0), ceil_to(s.sq, kMr)));
+    c.set("block_k", std::min(point.get_or("block_k", 0), s.sk));
+    c.set("micro_n", micro_of(point).cols);
+    const std::int64_t blocks = s.batch * ceil_div(s.sq, c.get_or("block_q", 1));
+    c.set("threads", std::min(point.get_or("threads", 1), std::max<std::int64_t>(1, blocks)));
+    return c;
+  };
+  d.flop_count = [](const ShapeKey& key) {
+    const AttentionShape s = attention_shape(key);
+    return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.sq) *
+           static_cast<double>(s.sk) * static_cast<double>(s.d + s.dv);
+  };
+  d.byte_count = [](const ShapeKey& key) {
+    const AttentionShape s = attention_shape(key);
+    const double per_batch = static_cast<double>(s.sq * s.d + s.d * s.sk + s.sk * s.dv +
+                                                 s.sq * s.dv + (s.mask ? s.sq * s.sk : 0));
+    return 4.0 * static_cast<double>(s.batch) * per_batch;
+  };
+  return d;
+}
+
+}  // namespace
+
+AttentionShape attention_shape(const ShapeKey& key) {
+  const auto& a = key.args();
+  KA_CHECK(a.size() == 3 || a.size() == 4, "shape key ", key.str(),
+           ": attention takes query, key_t, value and an optional mask");
+  const std::size_t nd = a[0].sizes.size();
+  KA_CHECK(nd >= 3, "shape key ", key.str(), ": query must have at least 3 dims");
+  for (const auto& t : a) {
+    KA_CHECK(t.sizes.size() == nd, "shape key ", key.str(), ": every operand must have ", nd,
+             " dims");
+  }
+  AttentionShape s;
+  for (std::size_t d = 0; d + 2 < nd; ++d) s.batch *= a[0].sizes[d];
+  s.sq = a[0].sizes[nd - 2];
+  s.d = a[0].sizes[nd - 1];
+  s.sk = a[1].sizes[nd - 1];
+  s.dv = a[2].sizes[nd - 1];
+  s.mask = a.size() == 4;
+  KA_CHECK(a[1].sizes[nd - 2] == s.d && a[2].sizes[nd - 2] == s.sk, "shape key ", key.str(),
+           ": expected query [..., Sq, D], key_t [..., D, Sk], value [..., Sk, Dv]");
+  return s;
+}
+
+const KernelDescriptor& attention_f32_cpu_descriptor() {
+  static const KernelDescriptor d = make_descriptor();
+  return d;
+}
+
+Status prepare_attention_f32_cpu(const AttentionArgs& args, const LaunchConfig& config,
+                                 CpuLaunch& launch) {
+  const AttentionShape s = validate(args);
+  if (Status st = check_point(attention_f32_cpu_descriptor(), config); !st) return st;
+  const auto threads = static_cast<int>(config.get_or("threads", 1));
+  if (s.batch == 0 || s.sq == 0 || s.dv == 0) {
+    launch.blocks = 0;
+    launch.threads = threads;
+    return Status::ok();
+  }
+  KA_CHECK(s.sk > 0, "attention: no keys (key_t ", args.key_t.shape_str(),
+           "): softmax over an empty row");
+  AttentionJob job{};
+  job.sq = s.sq;
+  job.sk = s.sk;
+  job.d = s.d;
+  job.dv = s.dv;
+  job.block_q = config.get_or("block_q", 96);
+  job.block_k = config.get_or("block_k", 256);
+  job.q_blocks = ceil_div(s.sq, job.block_q);
+  job.micro = micro_of(config);
+  job.args = &args;
+  launch.bind<AttentionJob, run_query_block>(job, s.batch * job.q_blocks, threads);
+  return Status::ok();
+}
+
+Status attention_f32_cpu(const AttentionArgs& args, const LaunchConfig& config) {
+  CpuLaunch launch;
+  if (Status st = prepare_attention_f32_cpu(args, config, launch); !st) return st;
+  run_on_pool(launch);
+  return Status::ok();
+}
+
+}  // namespace ka::kernels
