@@ -10,6 +10,7 @@
 #include <ka/harness/fusion_tune.hpp>
 #include <ka/harness/suite.hpp>
 #include <ka/kernels/cpu_launch.hpp>
+#include <ka/profiler/statistics.hpp>
 
 #include <fmt/format.h>
 
@@ -113,14 +114,10 @@ SweptConfig sweep_fused_kernel(detail::GraphCase& g, const detail::TaskInfo& tas
     with_default.push_back(g.time_fused_with(table_with(heuristic), quick).median_ns());
     with_best.push_back(g.time_fused_with(table_with(*best), quick).median_ns());
   }
-  const auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   int wins = 0;
   for (std::size_t r = 0; r < with_best.size(); ++r) wins += with_best[r] < with_default[r] ? 1 : 0;
-  out.default_ns = median(with_default);
-  out.median_ns = median(with_best);
+  out.default_ns = profiler::summarize(with_default).median;
+  out.median_ns = profiler::summarize(with_best).median;
   if (wins >= kFinalWins && out.median_ns < out.default_ns) {
     out.config = *best;
   } else {

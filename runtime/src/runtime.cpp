@@ -274,8 +274,9 @@ bool writes_an_argument(const torch::jit::Node& node) {
 void hoist_metadata_nodes(extractor::OpGraph& g, const std::vector<bool>& writes,
                           const std::vector<bool>& movable) {
   const std::size_t n = g.nodes.size();
-  // Sort key per node: (after which fixed node, then original index). A fixed node i is
-  // (i, 0); a metadata node goes right after the latest fixed node it must follow.
+  // Sort key per node: (after which fixed node, then original index). Fixed node i is
+  // (i + 1, 0); a movable node (a, i + 1) goes right after fixed node a - 1, the latest
+  // one it must follow (a = 0: before every node).
   std::vector<std::pair<std::size_t, std::size_t>> key(n);
   std::vector<std::size_t> defined_after(g.values.size(), 0);  // 0: before every node
   std::size_t last_write = 0;
@@ -372,12 +373,13 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
         reads_constants = reads_constants && constant_data[static_cast<std::size_t>(n.inputs.back())];
       }
     }
-    const bool pure = !writes_an_argument(*node) && !node->isNondeterministic();
+    const bool writes_arg = writes_an_argument(*node);
+    const bool pure = !writes_arg && !node->isNondeterministic();
     for (const torch::jit::Value* out : node->outputs()) n.outputs.push_back(define(out, {}));
     constant_data.resize(g.values.size(), pure && reads_constants);
     n.fallback = std::move(*fallback);
     n.reads = reads_of(*node);
-    writes.push_back(writes_an_argument(*node));
+    writes.push_back(writes_arg);
     movable.push_back(pure && (n.reads == extractor::OpGraph::Reads::kMetadata || reads_constants));
     g.nodes.push_back(std::move(n));
   }
