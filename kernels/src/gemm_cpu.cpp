@@ -422,9 +422,10 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
          return c.get_or("skinny", 0) == 0 ||
                 (c.get_or("micro_n", -1) == 0 && c.get_or("block_m", -1) == 0);
        }},
-      {"tile_n * tile_k * 4 <= 2 MiB (the packed B panel of a task)",
+      {"tile_n * tile_k * 4 <= 2 MiB unless skinny == 1 (the packed B panel of a task)",
        [](const LaunchConfig& c) {
-         return c.get_or("tile_n", 0) * c.get_or("tile_k", 0) * 4 <= kMaxPackedB;
+         return c.get_or("skinny", 0) == 1 ||
+                c.get_or("tile_n", 0) * c.get_or("tile_k", 0) * 4 <= kMaxPackedB;
        }},
   };
   if (batched) {
@@ -449,6 +450,26 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
            "rows of A packed per L2 block (MC); 0: as many as fill half the L2"},
       },
       std::move(constraints));
+}
+
+// Note [Skinny column tasks]
+// A skinny task reads each row of B as one stream across its columns, and a longer stream
+// reads faster, so the heuristic gives each thread one task, as wide as the path reads well.
+// The AVX-512 path, which prefetches the next pass,
+// measured 256-column tasks clearly slower than 1024 to 2048 on a Zen 5 core and was not
+// measured wider; its tasks stay at most 2048 wide (a power of two, like the tunable's
+// candidates). The AVX2 path, without prefetches, kept gaining past 2048 on a Zen 3 core
+// (1 x 4096 x 11008, 1 thread, interleaved: 13.4 GB/s at 2048 columns, 16.0 at 4096, 17.4 in
+// one task of 11008; 16 x 4096 x 11008: 42.7 -> 48.4 GFLOP/s), so it takes N / threads,
+// rounded up to 64 columns so the threads get equal shares.
+std::int64_t skinny_task_cols(std::int64_t n, std::int64_t hw) {
+  const std::int64_t per_thread = ceil_div(n, std::max<std::int64_t>(hw, 1));
+  if (std::string_view(active_micro_kernel().isa) == "avx2") {
+    return ceil_div(per_thread, 64) * 64;
+  }
+  std::int64_t cols = 64;
+  while (cols < 2048 && cols < per_thread) cols *= 2;
+  return cols;
 }
 
 // The default tiles for `batch` GEMMs of shape `s` (grid/block not filled).
@@ -494,17 +515,14 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   point.set("tile_m", tm).set("tile_n", tn).set("tile_k", kTileK).set("skinny", 0);
   point.set("split_k", 1).set("micro_n", 0).set("block_m", 0);
   point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
-  // Decode shapes (M <= 16) with row-major B: packing B costs as much as the arithmetic,
-  // so stream it unpacked (Note [Skinny rows in one pass]), in one task per thread of at most
-  // 2048 columns: a task reads each row of B as one stream across its columns, and a longer
-  // stream reads faster (256-column tasks are clearly slower than 1024 to 2048).
+  // Decode shapes (M <= 16): packing B costs as much as the arithmetic, so stream it
+  // unpacked (Note [Skinny rows in one pass]), in column tasks (Note [Skinny column tasks]).
   // Few flops can still be a long read of B (1 x 16384 x 64: 2 MFLOP, 4 MiB of B).
   const double b_bytes = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0;
   const bool long_read = b_bytes >= 1 << 20;
   if (skinny_ok && s.m <= detail::kSkinnyMaxRows && (!tiny || long_read)) {
     point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
-    std::int64_t cols = 64;  // a power of two, like the tunable's candidates
-    while (cols < 2048 && cols < ceil_div(n, hw)) cols *= 2;
+    const std::int64_t cols = skinny_task_cols(n, hw);
     point.set("tile_n", cols);
     point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, cols)));
     // One column task reading at least 8 MiB of B: split K over the idle threads where the
