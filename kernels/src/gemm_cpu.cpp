@@ -453,15 +453,16 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 }
 
 // Note [Skinny column tasks]
-// A skinny task reads each row of B as one stream across its columns, and a longer stream
-// reads faster, so the heuristic gives each thread one task, as wide as the path reads well.
-// The AVX-512 path, which prefetches the next pass,
-// measured 256-column tasks clearly slower than 1024 to 2048 on a Zen 5 core and was not
-// measured wider; its tasks stay at most 2048 wide (a power of two, like the tunable's
-// candidates). The AVX2 path, without prefetches, kept gaining past 2048 on a Zen 3 core
-// (1 x 4096 x 11008, 1 thread, interleaved: 13.4 GB/s at 2048 columns, 16.0 at 4096, 17.4 in
-// one task of 11008; 16 x 4096 x 11008: 42.7 -> 48.4 GFLOP/s), so it takes N / threads,
-// rounded up to 64 columns so the threads get equal shares.
+// A skinny task reads each row of B (row-major) as one stream across its columns, and a
+// longer stream reads faster, so the heuristic gives each thread one task, as wide as the
+// path reads well. The AVX-512 path, which prefetches the next pass, measured 256-column
+// tasks clearly slower than 1024 to 2048 on a Zen 5 core and was not measured wider; its
+// tasks stay at most 2048 wide (a power of two, like the tunable's candidates). The AVX2
+// path, without prefetches (Note [No prefetch on the AVX2 skinny path]), kept gaining past
+// 2048 on a Zen 3 core (1 x 4096 x 11008, 1 thread, interleaved: 13.4 GB/s at 2048 columns,
+// 16.0 at 4096, 17.4 in one task of 11008; 16 x 4096 x 11008: 42.7 -> 48.4 GFLOP/s), so it
+// takes N / threads, rounded up to 64 columns so the threads get equal shares. A transposed B
+// (Note [Skinny dot products]) takes the same tasks.
 std::int64_t skinny_task_cols(std::int64_t n, std::int64_t hw) {
   const std::int64_t per_thread = ceil_div(n, std::max<std::int64_t>(hw, 1));
   if (std::string_view(active_micro_kernel().isa) == "avx2") {

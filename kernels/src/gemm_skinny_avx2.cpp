@@ -41,8 +41,9 @@ inline __m256i lanes(std::int64_t live) {
 // C[0:R, 0:8V] += alpha * A_group @ B[0:kb, 0:8V], columns past `w` masked; ap[k * lda + r]
 // is A[r, k] of this group.
 template <int R, int V, bool Full>
-void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t w,
-                        std::int64_t kb, float alpha) {
+void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, std::int64_t ldb,
+                        float* c, std::int64_t ldc, std::int64_t w, std::int64_t kb,
+                        float alpha) {
   __m256i mask[V];
   for (int q = 0; q < V; ++q) mask[q] = lanes(w - 8 * q);
   __m256 acc[R][V];
