@@ -422,10 +422,9 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
          return c.get_or("skinny", 0) == 0 ||
                 (c.get_or("micro_n", -1) == 0 && c.get_or("block_m", -1) == 0);
        }},
-      {"tile_n * tile_k * 4 <= 2 MiB unless skinny == 1 (the packed B panel of a task)",
+      {"tile_n * tile_k * 4 <= 2 MiB (the packed B panel of a task)",
        [](const LaunchConfig& c) {
-         return c.get_or("skinny", 0) == 1 ||
-                c.get_or("tile_n", 0) * c.get_or("tile_k", 0) * 4 <= kMaxPackedB;
+         return c.get_or("tile_n", 0) * c.get_or("tile_k", 0) * 4 <= kMaxPackedB;
        }},
   };
   if (batched) {
@@ -461,15 +460,28 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 // path, without prefetches (Note [No prefetch on the AVX2 skinny path]), kept gaining past
 // 2048 on a Zen 3 core (1 x 4096 x 11008, 1 thread, interleaved: 13.4 GB/s at 2048 columns,
 // 16.0 at 4096, 17.4 in one task of 11008; 16 x 4096 x 11008: 42.7 -> 48.4 GFLOP/s), so it
-// takes N / threads, rounded up to 64 columns so the threads get equal shares. A transposed B
-// (Note [Skinny dot products]) takes the same tasks.
+// takes N / threads, rounded up to 64 columns so the threads get equal shares, in tasks of
+// at most kWidestSkinnyTask columns (more tasks per thread, as few as that allows, where N is
+// wider: 1 x 4096 x 11008 on one thread runs two of 5504, 16.7 GB/s). A transposed B (Note
+// [Skinny dot products]) takes the same tasks.
+// The skinny paths pack no B and ignore tile_k (canonical_gemm_point drops it), but the
+// space's packed-panel constraint (tile_n x tile_k x 4 <= 2 MiB) is checked on every point:
+// skinny defaults wider than 2048 set tile_k to its smallest candidate, 64, which admits
+// 8192 columns. (Exempting skinny points from the constraint instead would add points to
+// the space, and so reshuffle every seeded random sweep.)
+constexpr std::int64_t kSkinnyWideTileK = 64;
+constexpr std::int64_t kWidestSkinnyTask = kMaxPackedB / (4 * kSkinnyWideTileK);
+
 std::int64_t skinny_task_cols(std::int64_t n, std::int64_t hw) {
-  const std::int64_t per_thread = ceil_div(n, std::max<std::int64_t>(hw, 1));
+  const auto round_up_64 = [](std::int64_t v) { return ceil_div(v, 64) * 64; };
+  const std::int64_t threads = std::max<std::int64_t>(hw, 1);
   if (std::string_view(active_micro_kernel().isa) == "avx2") {
-    return ceil_div(per_thread, 64) * 64;
+    std::int64_t parts = threads;
+    while (round_up_64(ceil_div(n, parts)) > kWidestSkinnyTask) parts += threads;
+    return round_up_64(ceil_div(n, parts));
   }
   std::int64_t cols = 64;
-  while (cols < 2048 && cols < per_thread) cols *= 2;
+  while (cols < 2048 && cols < ceil_div(n, threads)) cols *= 2;
   return cols;
 }
 
@@ -525,6 +537,8 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
     point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
     const std::int64_t cols = skinny_task_cols(n, hw);
     point.set("tile_n", cols);
+    // Wider than a 256-deep packed panel allows: Note [Skinny column tasks].
+    if (cols * kTileK * 4 > kMaxPackedB) point.set("tile_k", kSkinnyWideTileK);
     point.set("threads", std::min<std::int64_t>(hw, ceil_div(s.n, cols)));
     // One column task reading at least 8 MiB of B: split K over the idle threads where the
     // partials fit the launch's scratch (Note [Split K]). A shorter read (B of a few MiB,

@@ -27,8 +27,8 @@ TEST(GemmDescriptor, CpuSpaceEnumeratesOnlyValidPoints) {
   }
   EXPECT_EQ(unique.size(), points.size());
   // Independent count over the raw candidates: every multiple-of-6 tile_m, multiple-of-32
-  // tile_n, and packed B panels (tile_k x tile_n floats) of at most 2 MiB where B is packed
-  // (skinny 0); split_k above 1 only with skinny; block_m 0 or a multiple of 6 no taller than tile_m; the skinny path
+  // tile_n, and packed B panels (tile_k x tile_n floats) of at most 2 MiB; split_k above 1
+  // only with skinny; block_m 0 or a multiple of 6 no taller than tile_m; the skinny path
   // with micro_n and block_m 0 only.
   std::size_t expected = 0;
   const auto& params = d.space.params();
@@ -40,9 +40,8 @@ TEST(GemmDescriptor, CpuSpaceEnumeratesOnlyValidPoints) {
   for (const auto tm : params[0].candidates) {
     for (const auto tn : params[1].candidates) {
       for (const auto tk : params[2].candidates) {
-        if (tm % 6 != 0 || tn % 32 != 0) continue;
+        if (tm % 6 != 0 || tn % 32 != 0 || tn * tk * 4 > (2 << 20)) continue;
         for (const auto skinny : params[4].candidates) {
-          if (skinny == 0 && tn * tk * 4 > (2 << 20)) continue;
           for (const auto split : params[5].candidates) {
             for (const auto micro : params[6].candidates) {
               for (const auto bm : params[7].candidates) {
