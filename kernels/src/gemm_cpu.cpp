@@ -454,16 +454,14 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 // Note [Skinny column tasks]
 // A skinny task reads each row of B (row-major) as one stream across its columns, and a
 // longer stream reads faster, so the heuristic gives each thread one task, as wide as the
-// path reads well. The AVX-512 path, which prefetches the next pass, measured 256-column
-// tasks clearly slower than 1024 to 2048 on a Zen 5 core and was not measured wider; its
-// tasks stay at most 2048 wide (a power of two, like the tunable's candidates). The AVX2
-// path, without prefetches (Note [No prefetch on the AVX2 skinny path]), kept gaining past
-// 2048 on a Zen 3 core (1 x 4096 x 11008, 1 thread, interleaved: 13.4 GB/s at 2048 columns,
-// 16.0 at 4096, 17.4 in one task of 11008; 16 x 4096 x 11008: 42.7 -> 48.4 GFLOP/s), so it
-// takes N / threads, rounded up to 64 columns so the threads get equal shares, in tasks of
-// at most kWidestSkinnyTask columns (more tasks per thread, as few as that allows, where N is
-// wider: 1 x 4096 x 11008 on one thread runs two of 5504, 16.7 GB/s). A transposed B (Note
-// [Skinny dot products]) takes the same tasks.
+// path reads well. The AVX-512 path, which prefetches the next pass, was measured up to
+// 2048 columns (on Zen 5) and its tasks stay at most that wide (a power of two, like the
+// tunable's candidates). The AVX2 path, without prefetches (Note [No prefetch on the AVX2
+// skinny path]), kept reading faster with wider tasks on Zen 3 up to a whole N, so it takes
+// N / threads, rounded up to 64 columns so the threads get equal shares, in tasks of at most
+// kWidestSkinnyTask columns (more tasks per thread, as few as that allows, where N is wider).
+// A transposed B (Note [Skinny dot products]) takes the same tasks. The measurements are in
+// the bodies of commits c4712ea and e393edb.
 // The skinny paths pack no B and ignore tile_k (canonical_gemm_point drops it), but the
 // space's packed-panel constraint (tile_n x tile_k x 4 <= 2 MiB) is checked on every point:
 // skinny defaults wider than 2048 set tile_k to its smallest candidate, 64, which admits

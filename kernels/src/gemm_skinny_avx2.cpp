@@ -24,13 +24,11 @@ namespace {
 // second and third group, so B is read from memory once.
 
 // Note [No prefetch on the AVX2 skinny path]
-// The AVX-512 path prefetches the next pass's rows while it reads this one's. On a Zen 3 core
-// (the AVX2-only CPU this path serves natively) the same prefetch slows the read: in one
-// interleaved run of 1 x 4096 x 4096, 1 thread, the path read B at 11.3 GB/s with it and
-// 16.7 GB/s without it (BLIS 0.9: 14-17 GB/s), and without it also at 1 x 4096 x 11008 (9.9
-// -> 12.1 GB/s). Zen 3's own stream prefetchers follow the pass's eight row streams; the
-// software prefetches, a pass ahead, seem only to compete with them. So `next` is ignored
-// here.
+// The AVX-512 path prefetches the next pass's rows while it reads this one's. On Zen 3 (the
+// AVX2-only CPU this path serves natively) the same prefetch made the read clearly slower
+// (about 1.2-1.5x at M = 1; figures in commit c4712ea's body), with T0, T1, NTA and two
+// passes ahead alike: Zen 3's own stream prefetchers follow the pass's eight row streams,
+// and the software prefetches seem only to compete with them. So `next` is ignored here.
 
 // Lanes [0, live) of a ymm set (live clamped to [0, 8]), for masked loads and stores.
 inline __m256i lanes(std::int64_t live) {
