@@ -90,9 +90,9 @@ TEST(Tune, TransposedBShapesTuneTheLinearLayout) {
   TuneOptions o = tiny(db);
   o.shapes = {"8x40x72:t"};
   // Configurations this ISA path refuses (micro_n 32 and 48 off AVX-512, skinny=1 above 16
-  // rows) are drawn and charged too: on the AVX2 path the first four draws here are all
-  // refused, so the budget is large enough that some run on every path (AVX-512 refuses a
-  // subset of what AVX2 refuses).
+  // rows) are drawn and charged too, and on the AVX2 path most draws are refused (with a
+  // slightly larger space, all of the first four here were), so the budget leaves room for
+  // some to run on every path (AVX-512 refuses a subset of what AVX2 refuses).
   o.budget = 12;
   ASSERT_EQ(tune(o).size(), 1U);
   o.op = "aten::bmm";
