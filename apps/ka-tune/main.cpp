@@ -282,7 +282,7 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
   std::printf("%-16s %-22s %-56s %10s %10s %7s %s\n", "shape", "kernel", "best config", "best",
               "default", "gain", "configs (new+reused / space)");
   for (const auto& r : outcomes) {
-    std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s%s\n", r.shape.c_str(),
+    std::printf("%-16s %-22s %-56s %10s %10s %6.2fx %zu+%zu / %zu%s%s%s%s%s\n", r.shape.c_str(),
                 r.kernel.c_str(), r.best_config.c_str(),
                 time_or_dash(r.best_median_ns).c_str(), time_or_dash(r.default_median_ns).c_str(),
                 r.gain,
@@ -290,6 +290,7 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
                 r.equivalent ? fmt::format(", {} equivalent", r.equivalent).c_str() : "",
                 r.shared ? fmt::format(", {} shared", r.shared).c_str() : "",
                 failures(r).c_str(),
+                r.refused ? fmt::format(", {} refused here", r.refused).c_str() : "",
                 r.finals_run != 0 ? fmt::format(" (finals of run {})", r.finals_run).c_str()
                 : r.separated   ? ""
                                 : " (tie with #2)");
@@ -298,8 +299,10 @@ void print_outcomes(const Args& a, const std::vector<ka::tuner::ShapeOutcome>& o
               "#2\": the best was not faster than the runner-up in 7 of the 8 paired rounds; "
               "\"equivalent\": configs that run exactly as one measured already, given its "
               "time; \"shared\": configs a concurrent ka-tune of the same work on this database "
-              "measured, given its time; \"finals of run N\": that concurrent run timed the "
-              "finals and chose the winner)\n");
+              "measured, given its time; \"refused here\": configs of the kernel's space it "
+              "cannot run for this shape on this device (a micro-kernel width its ISA path "
+              "lacks), not swept; \"finals of run N\": that concurrent run timed the finals "
+              "and chose the winner)\n");
 }
 
 // --op's shapes: --shapes, then the op's cases of --suite. Throws ka::ValueError when none.

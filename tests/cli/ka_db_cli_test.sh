@@ -83,7 +83,10 @@ case "$case_name" in
     grep -qE "recommendations: 3 added, [01] replaced .*, [01] kept" "$tmp/out" || fail "merge counts"
     grep -q "runs: 2 copied" "$tmp/out" || fail "runs not copied"
     [ "$(q "$tmp/m.db" "SELECT count(*) FROM recommendations")" = 3 ] || fail "merged rows"
-    [ "$(q "$tmp/m.db" "SELECT count(*) FROM trials")" = 20 ] || fail "merged trials"
+    # Every trial of both (how many a budget of 5 finds distinct depends on the ISA path).
+    trials=$(($(q "$tmp/a.db" "SELECT count(*) FROM trials") + $(q "$tmp/b.db" "SELECT count(*) FROM trials")))
+    [ "$trials" -ge 10 ] || fail "the two sweeps stored $trials trials (at least 10 expected)"
+    [ "$(q "$tmp/m.db" "SELECT count(*) FROM trials")" = "$trials" ] || fail "merged trials"
     # The 16x32x48 row is the one with the lower median of the two machines.
     best=$(q "$tmp/m.db" "SELECT median_ns FROM recommendations WHERE shape_key LIKE '%f32[16,32]c%'")
     lowest=$( (q "$tmp/a.db" "SELECT median_ns FROM recommendations WHERE shape_key LIKE '%f32[16,32]c%'"; q "$tmp/b.db" "SELECT median_ns FROM recommendations WHERE shape_key LIKE '%f32[16,32]c%'") | sort -g | head -1)

@@ -35,6 +35,12 @@
 namespace ka::tuner {
 
 // Note [Tuning a shape]
+// 0. The space swept is the points the kernel can run for this shape here
+//    (KernelDescriptor::can_run: an ISA path refuses the micro-kernel widths it lacks, a
+//    skinny path the shapes it does not fit). Refused points are neither run, stored nor
+//    charged to --budget: on an AVX2 host they are about half of a GEMM's space, and a sweep
+//    that drew them would spend its budget and its database on nothing. The summary counts
+//    them. A point whose completion throws stays in the space: its trial records why.
 // 1. The call is built from the shape (inputs uniform in [-1, 1), seeded) and extracted once
 //    per configuration (a PreparedCall: packed once, run many times); the first run's output
 //    is checked against libtorch on the CPU (|ka - ref| <= 1e-5·sqrt(K) + 1e-4·|ref|, K the
@@ -169,6 +175,24 @@ kernels::TunableSpace threads_at_most(const kernels::TunableSpace& space, int li
     p.candidates = kept.empty() ? std::vector<std::int64_t>{limit} : kept;
   }
   return kernels::TunableSpace(std::move(params), space.constraints());
+}
+
+// The points of `space` that `d` can run for `shape` (Note [Tuning a shape], 0), and how many
+// it refuses.
+std::pair<SearchSpace, std::size_t> runnable_points(const SearchSpace& space,
+                                                    const kernels::KernelDescriptor& d,
+                                                    const ShapeKey& shape) {
+  std::vector<std::size_t> keep;
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    bool refused = false;
+    try {
+      refused = !d.can_run(shape, d.complete(shape, space.point(i)));
+    } catch (const Error&) {
+    }
+    if (!refused) keep.push_back(i);
+  }
+  const std::size_t refused = space.size() - keep.size();
+  return {space.subset(keep), refused};
 }
 
 // The points of `space` in slice `slice` of it for `shape` (Note [Space slices] in shards.cpp):
@@ -314,7 +338,8 @@ class ShapeTuner {
   const detail::ShapeTrials local_;
   const kernels::KernelDescriptor& kernel_;
   const ShapeSlice slice_;
-  const SearchSpace space_;
+  const std::pair<SearchSpace, std::size_t> runnable_;  // and the count of refused points
+  const SearchSpace space_;  // this process's slice of the runnable points
   ShapeOutcome out_;
   std::map<std::string, Evaluation> by_canonical_;  // Note [Tuning a shape], 2
   bool last_equivalent_ = false;  // the last evaluation was free (not against --budget)
@@ -328,17 +353,19 @@ ShapeTuner::ShapeTuner(TuneRun& run, std::size_t index)
              o_.isolate ? detail::ShapeTrials::Use::kShapeOnly : detail::ShapeTrials::Use::kTrials),
       kernel_(local_.base().kernel()),
       slice_(index < o_.slices.size() ? o_.slices[index] : ShapeSlice{}),
-      space_(slice_of(SearchSpace(threads_at_most(kernel_.space, o_.threads)), kernel_,
-                      base().shape_key(), slice_)) {
+      runnable_(runnable_points(SearchSpace(threads_at_most(kernel_.space, o_.threads)), kernel_,
+                                base().shape_key())),
+      space_(slice_of(runnable_.first, kernel_, base().shape_key(), slice_)) {
   // A slice may be empty: a space with fewer classes of configurations than slices.
   KA_CHECK(space_.size() > 0 || !slice_.whole(), kernel_.name,
-           " has no valid configuration to sweep for ", o_.op, " at shape ", o_.shapes[index],
-           " (--threads ", o_.threads, ")");
+           " has no configuration it can run here for ", o_.op, " at shape ", o_.shapes[index],
+           " (--threads ", o_.threads, "; ", runnable_.second, " refused on this device)");
   out_.shape = o_.shapes[index];
   if (!slice_.whole()) out_.shape += fmt::format(" [{}/{}]", slice_.part, slice_.parts);
   out_.shape_key = base().shape_key().str();
   out_.kernel = kernel_.name;
   out_.space = space_.size();
+  out_.refused = runnable_.second;
   run_.trials->begin_shape(index, local_);
 }
 
@@ -657,7 +684,8 @@ std::vector<ReplayOutcome> replay(const std::string& db_path, const std::string&
     const auto version = static_cast<int>(groups.column_int64(3));
     const auto it = kernels_by_name.find(kernel);
     if (it == kernels_by_name.end() || it->second->version != version) continue;
-    const SearchSpace space(it->second->space);
+    const SearchSpace space =
+        runnable_points(SearchSpace(it->second->space), *it->second, ShapeKey::parse(key)).first;
     const auto recorded = recorded_sweep(store, fp, op, key, *it->second, space);
     if (!recorded) continue;
     auto s = make_strategy(strategy, seed);

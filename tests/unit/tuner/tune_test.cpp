@@ -90,21 +90,16 @@ TEST(Tune, TransposedBShapesTuneTheLinearLayout) {
   TuneOptions o = tiny(db);
   o.shapes = {"8x40x72:t"};
   // Configurations this ISA path refuses (micro_n 32 and 48 off AVX-512, skinny=1 above 16
-  // rows) are drawn and charged too, and on the AVX2 path most draws are refused (with a
-  // slightly larger space, all of the first four here were), so the budget leaves room for
-  // some to run on every path (AVX-512 refuses a subset of what AVX2 refuses).
-  o.budget = 12;
+  // rows) are not drawn: every one of a small budget runs.
+  o.budget = 4;
   ASSERT_EQ(tune(o).size(), 1U);
   o.op = "aten::bmm";
   o.shapes = {"3x8x40x24:t"};
   ASSERT_EQ(tune(o).size(), 1U);
   {
     db::Connection c(db, db::Connection::Mode::kReadOnly);
-    // A configuration may be unsupported on this ISA path (a micro-kernel width it lacks);
-    // none may fail or compute garbage.
-    EXPECT_EQ(count(c, "SELECT COUNT(*) FROM trials WHERE disposition NOT IN ('ok', "
-                       "'unsupported')"),
-              0);
+    // Refused configurations are not swept; none may fail or compute garbage.
+    EXPECT_EQ(count(c, "SELECT COUNT(*) FROM trials WHERE disposition != 'ok'"), 0);
     auto st = c.prepare("SELECT shape_key FROM recommendations ORDER BY op");
     std::vector<std::string> keys;
     while (st.step()) keys.push_back(st.column_text(0));
@@ -184,13 +179,19 @@ TEST(Tune, EquivalentConfigsAreMeasuredOnce) {
   EXPECT_EQ(out[0].evaluated + out[0].equivalent, out[0].space);
   const auto& d = kernels::gemm_f32_cpu_descriptor();
   const ShapeKey key = ShapeKey::parse(out[0].shape_key);
-  // The one-thread points this host's ISA path can run (the others, micro-tile widths it
-  // lacks, are refused and stored as such): most of them are equivalent to another.
+  // The sweep is the one-thread points this host's ISA path can run; the others (micro-tile
+  // widths it lacks) are refused, counted and not swept. Most runnable ones are equivalent.
   std::size_t runnable = 0;
+  std::size_t one_thread = 0;
   for (const LaunchConfig& p : d.space.enumerate()) {
-    if (p.get_or("threads", 0) == 1 && d.can_run(key, d.complete(key, p)).is_ok()) ++runnable;
+    if (p.get_or("threads", 0) != 1) continue;
+    ++one_thread;
+    if (d.can_run(key, d.complete(key, p)).is_ok()) ++runnable;
   }
   ASSERT_GT(runnable, 0U);
+  EXPECT_EQ(out[0].space, runnable);
+  EXPECT_EQ(out[0].refused, one_thread - runnable);
+  EXPECT_EQ(out[0].failed, 0U);
   EXPECT_GT(out[0].equivalent, runnable / 2) << "tiles beyond 8 x 24 all run alike";
   const std::string def = params_str(params_of(d.default_config(key)));
   {

@@ -79,11 +79,14 @@ struct ShapeOutcome {
                               ///< while this one swept (Note [Shared trials]).
   std::size_t equivalent = 0; ///< Configurations that run as one already measured (same
                               ///< canonical form): given its result, not run or stored.
-  std::size_t failed = 0;     ///< Configurations that did not run ok (refused, threw, wrong,
+  std::size_t failed = 0;     ///< Configurations that did not run ok (threw, wrong,
                               ///< crashed, timed out).
   std::size_t crashed = 0;    ///< ... of which killed their worker process (isolated trials).
   std::size_t timed_out = 0;  ///< ... of which overran the trial deadline (isolated trials).
-  std::size_t space = 0;      ///< Valid points of the space.
+  std::size_t space = 0;      ///< Points swept: the space's valid points the kernel can run
+                              ///< for this shape here (this process's slice of them).
+  std::size_t refused = 0;    ///< Valid points the kernel refuses for this shape on this
+                              ///< device (an ISA path's missing widths): not swept.
 };
 
 /// Tunes every shape: for each, the strategy proposes configurations, each is run through
