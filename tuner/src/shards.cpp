@@ -23,10 +23,10 @@
 // The estimate only balances: a wrong one makes a campaign slower, never different.
 //
 // Note [Space slices]
-// Slice j of p of a shape's space is the configurations whose equivalence class (the
-// kernel's canonical form at that shape, Note [Tuning a shape] 2; a configuration the kernel
-// refuses is a class of its own) is the j-th modulo p, classes numbered by their first point
-// in the space's order. Whole classes stay together, so a slice never measures a configuration
+// Slice j of p of a shape's space (its points the kernel can run there, Note [Tuning a
+// shape] 0) is the configurations whose equivalence class (the kernel's canonical form at
+// that shape, Note [Tuning a shape] 2; one whose completion throws is a class of its own) is
+// the j-th modulo p, classes numbered by their first point in the space's order. Whole classes stay together, so a slice never measures a configuration
 // that runs as one another slice measured: under --strategy exhaustive the slices' trials
 // together are exactly the unsharded sweep's. Dealing classes round-robin spreads every
 // tunable's values over all slices, so slices take similar time. Each slice times its own

@@ -197,7 +197,8 @@ std::pair<SearchSpace, std::size_t> runnable_points(const SearchSpace& space,
 
 // The points of `space` in slice `slice` of it for `shape` (Note [Space slices] in shards.cpp):
 // those whose equivalence class is the slice's modulo the slice count, classes numbered by
-// their first point. A point the kernel refuses, or whose completion throws, is its own class.
+// their first point. A point whose completion throws (or that the kernel refuses, where the
+// caller did not drop those first) is its own class.
 SearchSpace slice_of(const SearchSpace& space, const kernels::KernelDescriptor& d,
                      const ShapeKey& shape, const ShapeSlice& slice) {
   if (slice.whole()) return space;
