@@ -26,13 +26,14 @@
 // Slice j of p of a shape's space (its points the kernel can run there, Note [Tuning a
 // shape] 0) is the configurations whose equivalence class (the kernel's canonical form at
 // that shape, Note [Tuning a shape] 2; one whose completion throws is a class of its own) is
-// the j-th modulo p, classes numbered by their first point in the space's order. Whole classes stay together, so a slice never measures a configuration
-// that runs as one another slice measured: under --strategy exhaustive the slices' trials
-// together are exactly the unsharded sweep's. Dealing classes round-robin spreads every
-// tunable's values over all slices, so slices take similar time. Each slice times its own
-// finalists against the default and stores its winner; ka-db merge keeps the lowest median
-// of a device's slice winners (Note [Merge rules]). Evaluation and time budgets are divided
-// between a shape's slices, so the parts together spend what the unsharded run would.
+// the j-th modulo p, classes numbered by their first point in the space's order. Whole
+// classes stay together, so a slice never measures a configuration that runs as one another
+// slice measured: under --strategy exhaustive the slices' trials together are exactly the
+// unsharded sweep's. Dealing classes round-robin spreads every tunable's values over all
+// slices, so slices take similar time. Each slice times its own finalists against the
+// default and stores its winner; ka-db merge keeps the lowest median of a device's slice
+// winners (Note [Merge rules]). Evaluation and time budgets are divided between a shape's
+// slices, so the parts together spend what the unsharded run would.
 
 namespace ka::tuner {
 
