@@ -197,8 +197,8 @@ std::pair<SearchSpace, std::size_t> runnable_points(const SearchSpace& space,
 
 // The points of `space` in slice `slice` of it for `shape` (Note [Space slices] in shards.cpp):
 // those whose equivalence class is the slice's modulo the slice count, classes numbered by
-// their first point. A point whose completion throws (or that the kernel refuses, where the
-// caller did not drop those first) is its own class.
+// their first point. `space` holds only points the kernel can run (runnable_points); one
+// whose completion throws is its own class.
 SearchSpace slice_of(const SearchSpace& space, const kernels::KernelDescriptor& d,
                      const ShapeKey& shape, const ShapeSlice& slice) {
   if (slice.whole()) return space;
@@ -207,9 +207,9 @@ SearchSpace slice_of(const SearchSpace& space, const kernels::KernelDescriptor& 
   std::vector<std::size_t> keep;
   for (std::size_t i = 0; i < space.size(); ++i) {
     const LaunchConfig& point = space.point(i);
-    std::string key = "refused:" + point.str();
+    std::string key = "throws:" + point.str();
     try {
-      if (d.can_run(shape, d.complete(shape, point))) key = canonical_form(d, shape, point);
+      key = canonical_form(d, shape, point);
     } catch (const Error&) {
     }
     const std::size_t number = class_of.emplace(key, class_of.size()).first->second;
@@ -417,12 +417,10 @@ History ShapeTuner::sweep(History resumed) {
 }
 
 // The result of a configuration measured already on this shape that `point` runs exactly as
-// (the same canonical form), if any. A point the kernel refuses, or whose completion throws,
-// has none: its trial records why.
+// (the same canonical form), if any. The sweep holds only points the kernel can run; one whose
+// completion throws has none: its trial records why.
 std::optional<Evaluation> ShapeTuner::equivalent_result(const LaunchConfig& point) const {
   try {
-    const ShapeKey& key = base().shape_key();
-    if (!kernel_.can_run(key, kernel_.complete(key, point))) return std::nullopt;
     const auto same = by_canonical_.find(canonical_of(point));
     if (same == by_canonical_.end()) return std::nullopt;
     return same->second;
@@ -611,7 +609,7 @@ std::map<std::string, const kernels::KernelDescriptor*> cpu_kernels_by_name(
 // The hot-cache time of every point of `space` stored for (op, key, kernel) on device `fp`,
 // nullopt for a point that did not run ok; nullopt as a whole when the sweep is incomplete.
 // A point the sweep did not store ran as an earlier one with its canonical form
-// (Note [Tuning a shape], 2).
+// (Note [Tuning a shape], 2). `space` holds only points the kernel can run (runnable_points).
 std::optional<std::vector<Evaluation>> recorded_sweep(db::ResultsStore& store,
                                                       const std::string& fp, const std::string& op,
                                                       const std::string& key,
@@ -631,8 +629,7 @@ std::optional<std::vector<Evaluation>> recorded_sweep(db::ResultsStore& store,
     if (const auto t = trials.find(space.point(i).str()); t != trials.end()) {
       recorded[i] = t->second;
     } else if (const auto c = by_canonical.find(canonical_form(d, shape_key, space.point(i)));
-               c != by_canonical.end() &&
-               d.can_run(shape_key, d.complete(shape_key, space.point(i)))) {
+               c != by_canonical.end()) {
       recorded[i] = c->second;
     } else {
       return std::nullopt;
