@@ -32,24 +32,36 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
+// Note [Wait only for started blocks]
+// A worker claims a block under mutex_, counting it in `running_`, and a caller returns once
+// every block was claimed and `running_` is back to zero. It never waits for a worker that
+// has not woken: the caller claims blocks too, so a worker that wakes late (a futex wake
+// in a guest VM can take tens of microseconds, as long as a small GEMM) finds every block
+// taken and goes back to waiting, and the call costs what one thread's run costs. A late
+// worker cannot run a block of a finished call, since it claims under the same mutex and
+// the caller clears the job (n_ = 0) before it returns.
 void ThreadPool::run_indices() {
-  while (true) {
-    std::int64_t index = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (next_ >= n_ || error_) {
-        return;
-      }
-      index = next_++;
-    }
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (next_ < n_ && !error_) {
+    const std::int64_t index = next_++;
+    const auto* fn = fn_;
+    running_.fetch_add(1, std::memory_order_relaxed);
+    lock.unlock();
+    std::exception_ptr failure;
     try {
-      (*fn_)(index);
+      (*fn)(index);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) {
-        error_ = std::current_exception();
-      }
+      failure = std::current_exception();
     }
+    lock.lock();
+    if (failure && !error_) {
+      error_ = failure;
+    }
+    // Release: the block's writes are visible to a caller that reads running_ == 0.
+    running_.fetch_sub(1, std::memory_order_release);
+  }
+  if (running_.load(std::memory_order_relaxed) == 0) {
+    done_.notify_one();
   }
 }
 
@@ -57,8 +69,15 @@ void ThreadPool::run_indices() {
 // Waking a thread blocked on a condition variable takes tens of microseconds, as long as a
 // small GEMM. Benchmarks and graph runs call the pool back to back, so a worker first spins
 // (with a pause hint) for about a hundred microseconds watching `generation_`, and only then
-// sleeps. The spin is bounded, so an idle pool costs no CPU.
+// sleeps; a caller whose last blocks are still running on workers spins the same way before
+// it sleeps. The spins are bounded, so an idle pool costs no CPU.
 constexpr int kSpinIterations = 20000;
+
+inline void pause_hint() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 void ThreadPool::worker_loop(int worker_index) {
   t_inside_pool = true;
@@ -67,9 +86,7 @@ void ThreadPool::worker_loop(int worker_index) {
     for (int spin = 0; spin < kSpinIterations &&
                        generation_.load(std::memory_order_acquire) == seen;
          ++spin) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      pause_hint();
     }
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -82,12 +99,16 @@ void ThreadPool::worker_loop(int worker_index) {
       seen = generation_.load(std::memory_order_relaxed);
     }
     run_indices();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --helpers_active_;
-    }
-    done_.notify_one();
   }
+}
+
+void ThreadPool::wait_for_running_helpers() {
+  for (int spin = 0; spin < kSpinIterations && running_.load(std::memory_order_acquire) != 0;
+       ++spin) {
+    pause_hint();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return running_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadPool::parallel_for(std::int64_t n, int threads,
@@ -112,20 +133,24 @@ void ThreadPool::parallel_for(std::int64_t n, int threads,
     next_ = 0;
     error_ = nullptr;
     helpers_wanted_ = want - 1;
-    helpers_active_ = want - 1;
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   t_inside_pool = true;
   run_indices();
   t_inside_pool = false;
+  // Every block is claimed (or one failed): Note [Wait only for started blocks].
+  wait_for_running_helpers();
   std::exception_ptr error;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return helpers_active_ == 0; });
-    helpers_wanted_ = 0;
+    // helpers_wanted_ stays: a wanted worker that wakes now joins, finds no block, and
+    // goes back to spinning, in time for the next call.
+    std::lock_guard<std::mutex> lock(mutex_);
     fn_ = nullptr;
+    n_ = 0;
+    next_ = 0;
     error = error_;
+    error_ = nullptr;
   }
   if (error) {
     std::rethrow_exception(error);

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace ka {
@@ -73,6 +75,29 @@ TEST(ThreadPool, ConcurrentCallersAreSerialised) {
   }
   for (auto& t : callers) t.join();
   EXPECT_EQ(count.load(), 4 * 50 * 8);
+}
+
+// Calls with gaps long enough for the workers to fall asleep, and calls back to back: a call
+// returns only after each of its blocks ran exactly once, and no block runs after its call
+// returned (a worker that wakes late must not run a block of a finished call).
+TEST(ThreadPool, LateWorkersRunNoBlockOfAFinishedCall) {
+  ThreadPool pool(3);
+  std::atomic<int> after_return{0};
+  for (int call = 0; call < 600; ++call) {
+    const std::int64_t n = 1 + call % 5;
+    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+    std::atomic<bool> live{true};
+    pool.parallel_for(n, 3, [&](std::int64_t i) {
+      if (!live.load()) after_return++;
+      hits[static_cast<std::size_t>(i)]++;
+    });
+    live = false;
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), 1) << "call " << call << " block " << i;
+    }
+    if (call % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(after_return.load(), 0);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ class ThreadPool {
  private:
   void worker_loop(int worker_index);
   void run_indices();
+  void wait_for_running_helpers();
 
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // one parallel_for at a time
@@ -48,9 +49,10 @@ class ThreadPool {
   const std::function<void(std::int64_t)>* fn_ = nullptr;
   std::int64_t n_ = 0;
   std::int64_t next_ = 0;
-  int helpers_wanted_ = 0;   // workers that should join this job
-  int helpers_active_ = 0;   // workers still inside it
-  // Written under mutex_, read without it by spinning workers. See Note [Spin then sleep].
+  int helpers_wanted_ = 0;  // workers that may join this job
+  // Written under mutex_, read without it by spinning threads. See Note [Spin then sleep]
+  // and Note [Wait only for started blocks].
+  std::atomic<int> running_{0};  // blocks claimed and not yet returned
   std::atomic<std::uint64_t> generation_{0};
   std::exception_ptr error_;
   bool stop_ = false;
