@@ -488,7 +488,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
                                 bool skinny_ok) {
   // Heuristic: one task as tall as M and as wide as N (up to the widest packed B panel), so
   // each operand is packed once (Note [CPU GEMM blocking]); K in blocks of 256. Then split
-  // tasks until every thread has one (three, for small GEMMs): N first while tasks stay at
+  // tasks until every thread has one: N first while tasks stay at
   // least 256 wide (the other thread packs its own columns of B and re-packs A, the smaller
   // cost for wide shapes), else M.
   const auto round_up = [](std::int64_t v, std::int64_t q) { return ceil_div(v, q) * q; };
@@ -501,16 +501,14 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   std::int64_t n_parts = ceil_div(n, kMaxPackedB / (4 * kTileK));
   const auto tile_rows = [&] { return round_up(ceil_div(m, m_parts), 6); };
   const auto tile_cols = [&] { return round_up(ceil_div(n, n_parts), 32); };
-  // Below ~8 MFLOP (a few tens of microseconds on one core) waking a second thread and
-  // waiting for it costs as much as it saves.
+  // Below ~0.2 MFLOP (a few microseconds on one core) a second thread costs as much as it
+  // saves. Above it, one task per thread: a caller never waits for a worker that has not
+  // woken (Note [Wait only for started blocks]), so more tasks per thread would only pack
+  // the operands more often.
   const double flop = 2.0 * static_cast<double>(nb) * static_cast<double>(s.m) *
                       static_cast<double>(s.n) * static_cast<double>(s.k);
-  const bool tiny = flop < 8.0e6;
-  // Small GEMMs (under ~32 MFLOP, tens of microseconds) get three tasks per thread: the
-  // caller starts on its tasks before a helper is awake, and with one task each it would wait
-  // for the helper's.
-  const std::int64_t want = flop < 3.2e7 && hw > 1 ? 3 * hw : hw;
-  while (!tiny && nb * m_parts * n_parts < want) {
+  const bool tiny = flop < 2.0e5;
+  while (!tiny && nb * m_parts * n_parts < hw) {
     if (tile_cols() >= 512 || (tile_cols() >= 64 && tile_rows() <= 6)) {
       ++n_parts;
     } else if (tile_rows() >= 12) {
