@@ -488,9 +488,9 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
                                 bool skinny_ok) {
   // Heuristic: one task as tall as M and as wide as N (up to the widest packed B panel), so
   // each operand is packed once (Note [CPU GEMM blocking]); K in blocks of 256. Then split
-  // tasks until every thread has one: N first while tasks stay at
-  // least 256 wide (the other thread packs its own columns of B and re-packs A, the smaller
-  // cost for wide shapes), else M.
+  // tasks until every thread has one: N first while tasks stay at least 256 wide (the other
+  // thread packs its own columns of B and re-packs A, the smaller cost for wide shapes), else
+  // M.
   const auto round_up = [](std::int64_t v, std::int64_t q) { return ceil_div(v, q) * q; };
   const std::int64_t nb = std::max<std::int64_t>(batch, 1);
   constexpr std::int64_t kTileK = 256;
