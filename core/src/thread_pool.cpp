@@ -102,13 +102,21 @@ void ThreadPool::worker_loop(int worker_index) {
   }
 }
 
-void ThreadPool::wait_for_running_helpers() {
+std::exception_ptr ThreadPool::finish_call() {
   for (int spin = 0; spin < kSpinIterations && running_.load(std::memory_order_acquire) != 0;
        ++spin) {
     pause_hint();
   }
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return running_.load(std::memory_order_acquire) == 0; });
+  // helpers_wanted_ stays: a wanted worker that wakes now joins, finds no block, and goes
+  // back to spinning, in time for the next call.
+  fn_ = nullptr;
+  n_ = 0;
+  next_ = 0;
+  std::exception_ptr error = error_;
+  error_ = nullptr;
+  return error;
 }
 
 void ThreadPool::parallel_for(std::int64_t n, int threads,
@@ -140,18 +148,7 @@ void ThreadPool::parallel_for(std::int64_t n, int threads,
   run_indices();
   t_inside_pool = false;
   // Every block is claimed (or one failed): Note [Wait only for started blocks].
-  wait_for_running_helpers();
-  std::exception_ptr error;
-  {
-    // helpers_wanted_ stays: a wanted worker that wakes now joins, finds no block, and
-    // goes back to spinning, in time for the next call.
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = nullptr;
-    n_ = 0;
-    next_ = 0;
-    error = error_;
-    error_ = nullptr;
-  }
+  const std::exception_ptr error = finish_call();
   if (error) {
     std::rethrow_exception(error);
   }

@@ -37,7 +37,8 @@ class ThreadPool {
  private:
   void worker_loop(int worker_index);
   void run_indices();
-  void wait_for_running_helpers();
+  // Waits for the blocks still running on workers, clears the job, returns its first error.
+  std::exception_ptr finish_call();
 
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // one parallel_for at a time
