@@ -49,12 +49,12 @@ struct ToolFlags {
 
 constexpr const char* kDescription =
     "ka-bench: benchmark a suite of operator cases, ka against libtorch.\n"
-    "Each case is checked for correctness against libtorch, then timed by Google Benchmark;\n"
-    "results go to an SQLite database. Op cases time ka (through its dispatcher, extractor\n"
-    "and executor) and libtorch; graph cases (e.g. --suite fused) time ka with fusion, ka\n"
-    "unfused and libtorch's TorchScript interpreter. Google Benchmark flags\n"
-    "(--benchmark_filter=REGEX, --benchmark_format=json, --benchmark_out=FILE, ...) are\n"
-    "passed through.";
+    "Each case is checked for correctness against libtorch, then timed by Google Benchmark in\n"
+    "rounds that take its variants in turn; results go to an SQLite database. Op cases time\n"
+    "ka (through its dispatcher, extractor and executor) and libtorch; graph cases (e.g.\n"
+    "--suite fused) time ka with fusion, ka unfused and libtorch's TorchScript interpreter.\n"
+    "Google Benchmark flags (--benchmark_filter=REGEX, --benchmark_format=json,\n"
+    "--benchmark_out=FILE, ...) are passed through.";
 
 // ka-bench's options; the list is long because every option is one declaration.
 void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& flags) {
@@ -102,10 +102,10 @@ void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& f
                  "ONEDNN_MAX_CPU_ISA AVX512_CORE/AVX2/SSE41); ka-bench sets them and re-executes "
                  "itself, and the header says what each library then runs")
       ->check(CLI::IsMember({"avx512", "avx2", "generic"}));
-  app.add_option("-r,--repetitions", options.repetitions, "repetitions per benchmark; the median is reported")
+  app.add_option("-r,--repetitions", options.repetitions, "rounds per case: each round times every variant once, in turn (interleaved); the median over rounds is reported")
       ->capture_default_str()
       ->check(ka::apps::whole_number(1));
-  app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per repetition")
+  app.add_option("--min-time", options.min_time_s, "minimum seconds of back-to-back calls per round (after one untimed call)")
       ->capture_default_str()
       ->check(ka::apps::finite_number(false));
   app.add_flag("--explain", options.explain,

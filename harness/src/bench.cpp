@@ -5,6 +5,7 @@
 #include <ka/harness/detail/isa_restriction.hpp>
 #include <ka/harness/detail/peer_blas.hpp>
 #include <ka/harness/detail/roofline.hpp>
+#include <ka/harness/detail/rounds_reporter.hpp>
 
 #include <ka/core/error.hpp>
 #include <ka/core/interrupt.hpp>
@@ -63,10 +64,22 @@ constexpr std::uint64_t kSeed = 20261130;
 
 // Note [Interrupting a run]
 // Inside run_benchmarks, the first SIGINT/SIGTERM/SIGHUP only sets a flag (ka::InterruptScope):
-// the benchmark under way finishes its repetitions (Google Benchmark 1.7 aborts when the
-// repetitions of one benchmark report different iteration counts, so it cannot stop
-// half-way), every benchmark not yet started is skipped as INTERRUPTED, the finished results
-// are stored and the run is marked failed. A second signal kills the process at once.
+// the case under way finishes its rounds (Note [Interleaved rounds]), so each of its variants
+// has all its repetitions and its ratios stay paired; every case not yet started is skipped
+// as INTERRUPTED, the finished results are stored and the run is marked failed. A second
+// signal kills the process at once.
+
+// Note [Interleaved rounds]
+// On a shared machine the speed drifts within a run (neighbours' load; the copy bandwidth moves
+// by 2x), and when a case's variants run one after another, drift favours whichever ran at the
+// better moment: a ka/libtorch ratio then measures the machine as much as the kernels. So a
+// case's --repetitions are rounds, and each round times every variant once (ka's, the peers',
+// libtorch, in that order) before the next round starts: the two sides of a ratio alternate,
+// and the medians over rounds meet the same drift. Each (case, variant, round) is one Google
+// Benchmark of one repetition, registered in that order; the rounds of a variant share its
+// name, and RoundsReporter turns them back into repetitions and their aggregates. Each round
+// sizes its own iteration count, and its timed calls follow one untimed call, so they start
+// with the variant's data in cache whatever ran before (another variant, a copy probe).
 bool interrupted() { return interrupt_signal() != 0; }
 
 constexpr const char* kInterrupted = "INTERRUPTED: stopped by a signal";
@@ -100,7 +113,7 @@ struct CaseState {
   bool checked = false;                    // every ka variant was checked
   std::vector<Disposition> disposition;    // per variant, of the check
   std::vector<detail::CheckResult> check;  // per variant
-  std::vector<char> started;               // a repetition ran; see Note [Interrupting a run]
+  bool started = false;                    // a round ran; see Note [Interrupting a run]
 
   /// libtorch: timed, never checked (it is what the others are checked against).
   [[nodiscard]] bool is_reference(std::size_t v) const { return variants[v] == kImplLibtorch; }
@@ -113,8 +126,10 @@ struct Outcome {
   std::string impl;
   Disposition disposition = Disposition::kOk;
   std::string error;
-  std::vector<double> per_call_ns;  // one value per repetition
-  std::int64_t iterations = 0;
+  std::vector<double> per_call_ns;  // one value per round (repetition) that ran
+  std::int64_t iterations = 0;      // the fewest calls a round made (each sizes its own)
+  std::size_t rounds_reported = 0;  // rounds Google Benchmark reported, errors included
+  bool written = false;             // summarised and stored
   profiler::Summary summary;
 };
 
@@ -141,7 +156,6 @@ struct Session {
   std::size_t rows_stored = 0;
   int interrupt_signal = 0;  // the signal that stopped the run (Note [Interrupting a run])
   std::size_t reported_case = SIZE_MAX;  // the case a supervisor was last told of
-  std::function<void()> store_pending;  // stores the benchmark last reported (run_benchmarks)
 
   // Cases' tensors are built on first use and dropped when another case starts: the
   // benchmarks of a case's variants run back to back, so each case is built once.
@@ -179,14 +193,14 @@ Disposition disposition_of_error(const std::string& message) {
   return Disposition::kFailed;  // FAILED and INTERRUPTED
 }
 
-// Skips a benchmark that had not started when the run was interrupted; one already under way
-// finishes its repetitions. See Note [Interrupting a run].
-bool skip_if_interrupted(benchmark::State& state, char& started) {
-  if (interrupted() && started == 0) {
+// Skips a round of a case that had not started when the run was interrupted; a case already
+// under way finishes its rounds. See Note [Interrupting a run].
+bool skip_if_interrupted(benchmark::State& state, bool& started) {
+  if (interrupted() && !started) {
     state.SkipWithError(kInterrupted);
     return true;
   }
-  started = 1;
+  started = true;
   return false;
 }
 
@@ -280,17 +294,17 @@ void report_case_start(Session& s, std::size_t i) {
   detail::SupervisedRun* supervisor = detail::SupervisedRun::current();
   if (supervisor == nullptr || s.reported_case == i) return;
   s.reported_case = i;
-  if (s.store_pending) s.store_pending();
   std::vector<std::string> names;
   for (const std::string& impl : s.cases[i].variants) names.push_back(s.benchmark_name(i, impl));
   supervisor->report_case(s.cases[i].c.name, names);
 }
 
-// One benchmark: variant v of case i. A ka or peer variant is timed only once its check passed
-// (the check is its warm-up call); libtorch gets one warm-up call.
+// One round of variant v of case i. A ka or peer variant is timed only once its check against
+// libtorch passed; every round's timed calls follow one untimed call (Note [Interleaved
+// rounds]).
 void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size_t v) {
   CaseState& cs = s->cases[i];
-  if (skip_if_interrupted(state, cs.started[v])) return;
+  if (skip_if_interrupted(state, cs.started)) return;
   report_case_start(*s, i);
   detail::BenchCase* b = nullptr;
   try {
@@ -301,9 +315,6 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
         skip_with(state, cs.disposition[v], cs.check[v].detail);
         return;
       }
-    } else if (Status st = b->run(v); !st) {
-      skip_with(state, Disposition::kUnsupported, st.reason());
-      return;
     }
   } catch (const std::exception& e) {
     skip_with(state, Disposition::kFailed, e.what());
@@ -318,6 +329,15 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
   }
   profiler::CopyProbe* probe = v == 0 ? paired_probe(*s, i) : nullptr;
   const double before = probe != nullptr ? probe->measure(2).gbytes_per_s : 0.0;
+  try {
+    if (Status st = b->run(v); !st) {  // the untimed call
+      skip_with(state, Disposition::kUnsupported, st.reason());
+      return;
+    }
+  } catch (const std::exception& e) {
+    skip_with(state, Disposition::kFailed, e.what());
+    return;
+  }
   double seconds = 0.0;
   // On a GPU a call only enqueues its kernel: its time is the device's, between two events on
   // the stream both ka and libtorch use (Note [GPU cases]).
@@ -406,62 +426,43 @@ db::ResultRow make_row(const Session& s, const std::string& name, const Outcome&
   return r;
 }
 
-// Collects every run for ka's own statistics and database rows, and forwards what the user
-// should see to Google Benchmark's reporter of the chosen format.
+// Collects every run for ka's own statistics and database rows, and forwards them to the
+// reporter of what the user sees (a RoundsReporter over Google Benchmark's reporter of the
+// chosen format). A variant is summarised and stored once its last round has been reported.
 class CollectingReporter : public benchmark::BenchmarkReporter {
  public:
-  CollectingReporter(Session& s, std::unique_ptr<benchmark::BenchmarkReporter> inner,
-                     bool medians_only)
-      : s_(s), inner_(std::move(inner)), medians_only_(medians_only) {}
+  CollectingReporter(Session& s, std::unique_ptr<benchmark::BenchmarkReporter> inner)
+      : s_(s), inner_(std::move(inner)) {}
 
   bool ReportContext(const Context& context) override { return inner_->ReportContext(context); }
 
-  // Google Benchmark reports each repetition as it finishes, then the aggregates; a
-  // benchmark's results are complete when the next benchmark starts reporting (or at the end).
   void ReportRuns(const std::vector<Run>& runs) override {
-    std::vector<Run> shown;
     for (const Run& run : runs) {
+      if (run.run_type != Run::RT_Iteration) continue;
       const std::string name = run.run_name.function_name;
       auto it = s_.outcomes.find(name);
       if (it == s_.outcomes.end()) continue;
-      if (name != pending_) {
-        flush();
-        pending_ = name;
-      }
       Outcome& o = it->second;
       if (run.error_occurred) {
-        if (o.error.empty()) shown.push_back(run);  // the same error repeats per repetition
         o.error = run.error_message;
         o.disposition = disposition_of_error(o.error);
-        continue;
-      }
-      if (run.run_type == Run::RT_Aggregate) {
-        if (run.aggregate_name == "median") shown.push_back(run);
-        continue;
-      }
-      if (run.iterations > 0) {
+      } else if (run.iterations > 0) {
         o.per_call_ns.push_back(run.real_accumulated_time / static_cast<double>(run.iterations) *
                                 1e9);
-        o.iterations = run.iterations;
+        o.iterations = o.iterations > 0 ? std::min(o.iterations, run.iterations) : run.iterations;
       }
-      if (s_.options.repetitions == 1) shown.push_back(run);
+      if (++o.rounds_reported >= static_cast<std::size_t>(s_.options.repetitions)) {
+        write_once(name, o);
+      }
     }
-    if (!medians_only_) {
-      inner_->ReportRuns(runs);
-    } else if (!shown.empty()) {
-      inner_->ReportRuns(shown);
-    }
+    inner_->ReportRuns(runs);
   }
 
-  /// Stores the benchmark whose runs were reported last (idempotent).
+  /// Stores every variant that has reported rounds but not all of them (idempotent).
   void flush() {
-    if (pending_.empty()) return;
-    Outcome& o = s_.outcomes.at(pending_);
-    if (o.disposition == Disposition::kOk && !o.per_call_ns.empty()) {
-      o.summary = profiler::summarize(o.per_call_ns);
+    for (auto& [name, o] : s_.outcomes) {
+      if (o.rounds_reported > 0) write_once(name, o);
     }
-    write(pending_, o);
-    pending_.clear();
   }
 
   void Finalize() override {
@@ -470,6 +471,15 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
   }
 
  private:
+  void write_once(const std::string& name, Outcome& o) {
+    if (o.written) return;
+    o.written = true;
+    if (o.disposition == Disposition::kOk && !o.per_call_ns.empty()) {
+      o.summary = profiler::summarize(o.per_call_ns);
+    }
+    write(name, o);
+  }
+
   void write(const std::string& name, const Outcome& o) {
     if (!s_.store) return;
     // A benchmark an interrupt kept from starting has nothing to store.
@@ -486,8 +496,6 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
 
   Session& s_;
   std::unique_ptr<benchmark::BenchmarkReporter> inner_;
-  bool medians_only_;
-  std::string pending_;
 };
 
 std::string flag_value(const std::vector<std::string>& flags, const std::string& name) {
@@ -1300,7 +1308,13 @@ void check_options(const BenchOptions& options, bool gpu, BenchOptions& settled)
 // program name its reports print), so the strings live as long as the process.
 void initialize_google_benchmark(const BenchOptions& options) {
   static std::vector<std::string> args;
-  args = {"ka-bench", "--benchmark_repetitions=" + std::to_string(options.repetitions),
+  for (const char* own : {"benchmark_repetitions", "benchmark_enable_random_interleaving"}) {
+    KA_CHECK(flag_value(options.benchmark_flags, own).empty(), "--", own,
+             ": ka-bench sets it; use --repetitions N (the rounds a case's variants take turns "
+             "in)");
+  }
+  // Each benchmark is one round (Note [Interleaved rounds]): one repetition.
+  args = {"ka-bench", "--benchmark_repetitions=1",
           fmt::format("--benchmark_min_time={}", options.min_time_s)};
   args.insert(args.end(), options.benchmark_flags.begin(), options.benchmark_flags.end());
   // Google Benchmark 1.7.1 treats its default filter "." specially and then grows its list
@@ -1329,7 +1343,6 @@ void make_case_states(Session& s) {
     cs.flop = detail::flop_of(c);
     cs.disposition.assign(cs.variants.size(), Disposition::kOk);
     cs.check.resize(cs.variants.size());
-    cs.started.assign(cs.variants.size(), 0);
     s.cases.push_back(std::move(cs));
   }
 }
@@ -1439,8 +1452,10 @@ void print_run_header(const Session& s, const RunSetting& run, const MachineProb
                m.copy.array_bytes >> 20, m.copy.threads, m.copy.gbytes_per_s,
                m.copy.ordinary_gbps, m.copy.streaming_gbps, m.copy.pooled_gbps);
   }
-  fmt::print(out, "method: {} repetitions of >= {:.2f} s of back-to-back calls (hot cache), "
-                  "per-call time by {} (Google Benchmark manual time); median reported\n",
+  fmt::print(out, "method: {} rounds per case, each timing every variant in turn (interleaved, "
+                  "so drift meets both sides of a ratio): >= {:.2f} s of back-to-back calls "
+                  "after one untimed call (hot cache), per-call time by {} (Google Benchmark "
+                  "manual time); the median over rounds is reported\n",
              s.options.repetitions, s.options.min_time_s,
              run.gpu ? "two CUDA events around each call (device time)" : "steady_clock");
   fmt::print(out, "configs: {}\n", run.configs);
@@ -1492,20 +1507,25 @@ void begin_stored_run(Session& s, const RunSetting& run, const MachineProbes& m,
   if (supervisor != nullptr) supervisor->report_run(s.run_id);
 }
 
-// One Google Benchmark per (case, variant), each with its Outcome slot.
+// One Outcome slot per (case, variant), and one Google Benchmark per (case, round, variant),
+// a case's rounds one after another (Note [Interleaved rounds]).
 void register_benchmarks(Session& s) {
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
     const CaseState& cs = s.cases[i];
     for (std::size_t v = 0; v < cs.variants.size(); ++v) {
-      const std::string name = s.benchmark_name(i, cs.variants[v]);
       Outcome o;
       o.case_index = i;
       o.variant = v;
       o.impl = cs.variants[v];
-      s.outcomes.emplace(name, std::move(o));
-      benchmark::RegisterBenchmark(name.c_str(), bench_variant, &s, i, v)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+      s.outcomes.emplace(s.benchmark_name(i, cs.variants[v]), std::move(o));
+    }
+    for (int round = 0; round < s.options.repetitions; ++round) {
+      for (std::size_t v = 0; v < cs.variants.size(); ++v) {
+        benchmark::RegisterBenchmark(s.benchmark_name(i, cs.variants[v]).c_str(), bench_variant,
+                                     &s, i, v)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
 }
@@ -1520,20 +1540,34 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& f
                                  : benchmark::ConsoleReporter::OO_None);
 }
 
+// The reporter Google Benchmark would make for --benchmark_out_format (json when not given).
+std::unique_ptr<benchmark::BenchmarkReporter> make_file_reporter(const std::string& format) {
+  if (format.empty() || format == "json") return std::make_unique<benchmark::JSONReporter>();
+  KA_CHECK(format == "console", "--benchmark_out_format='", format,
+           "': expected json or console (Google Benchmark deprecates csv)");
+  return std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_None);
+}
+
 // Runs every registered benchmark with SIGINT/SIGTERM/SIGHUP turned into a stop after the current
-// one; returns how many ran.
+// case; returns how many benchmarks (rounds) ran. The display and the --benchmark_out file both
+// see each variant's rounds as repetitions with their aggregates (Note [Interleaved rounds]).
 std::size_t run_benchmarks(Session& s, std::unique_ptr<benchmark::BenchmarkReporter> inner,
                            bool console) {
-  CollectingReporter reporter(s, std::move(inner), console);
-  s.store_pending = [&reporter] { reporter.flush(); };
+  const auto rounds = static_cast<std::size_t>(s.options.repetitions);
+  CollectingReporter reporter(
+      s, std::make_unique<detail::RoundsReporter>(std::move(inner), rounds, console));
+  std::unique_ptr<detail::RoundsReporter> file;
+  if (!flag_value(s.options.benchmark_flags, "benchmark_out").empty()) {
+    const std::string format = flag_value(s.options.benchmark_flags, "benchmark_out_format");
+    file = std::make_unique<detail::RoundsReporter>(make_file_reporter(format), rounds, false);
+  }
   std::size_t ran = 0;
   {
     const InterruptScope scope;
-    ran = benchmark::RunSpecifiedBenchmarks(&reporter);
+    ran = benchmark::RunSpecifiedBenchmarks(&reporter, file.get());
     s.interrupt_signal = interrupt_signal();
   }
   reporter.flush();
-  s.store_pending = nullptr;
   benchmark::Shutdown();
   s.current.reset();
   return ran;

@@ -31,8 +31,8 @@ struct BenchOptions {
   /// --isa: avx512, avx2 or generic runs ka and every library on that ISA family (see
   /// apply_isa_restriction); "" = each picks its own.
   std::string isa;
-  int repetitions = 5;       ///< Google Benchmark repetitions per benchmark.
-  double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one repetition.
+  int repetitions = 5;       ///< Rounds per case, each timing every variant once.
+  double min_time_s = 0.1;   ///< Minimum time of back-to-back calls in one round.
   bool explain = false;
   bool breakdown = false;    ///< Split ka's per-call time into dispatch, extract, execute.
   /// Write a Chrome trace of ka's pipeline spans (and CUPTI's GPU activity where a GPU and
