@@ -43,6 +43,8 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <thread>
+#include <time.h>
 
 #ifndef KA_VERSION
 #define KA_VERSION "unknown"
@@ -299,6 +301,33 @@ void report_case_start(Session& s, std::size_t i) {
   supervisor->report_case(s.cases[i].c.name, names);
 }
 
+// Note [Quiet before a round]
+// Other libraries' worker threads keep running after a call returns: OpenBLAS's (the pthread
+// build libtorch uses here) spin-wait for up to 2^28 cycles, about 0.1 s
+// (OPENBLAS_THREAD_TIMEOUT), and BLIS's and oneDNN's may too. In interleaved rounds the
+// variant after libtorch or a peer would then share the cores with them (ka's
+// hf_bert_layer_128 found OpenBLAS's threads busy for 106 ms after each of libtorch's rounds).
+// So each round first waits until the process's other threads are idle:
+// it sleeps in steps of kQuietStep until the process used less than a tenth of a step of CPU
+// time during one (the sleeping caller uses none), for at most kQuietMax.
+constexpr std::chrono::milliseconds kQuietStep{2};
+constexpr std::chrono::milliseconds kQuietMax{300};
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+void wait_until_quiet() {
+  const double step = std::chrono::duration<double>(kQuietStep).count();
+  for (auto waited = std::chrono::milliseconds{0}; waited < kQuietMax; waited += kQuietStep) {
+    const double before = process_cpu_seconds();
+    std::this_thread::sleep_for(kQuietStep);
+    if (process_cpu_seconds() - before < 0.1 * step) return;
+  }
+}
+
 // One round of variant v of case i. A ka or peer variant is timed only once its check against
 // libtorch passed; every round's timed calls follow one untimed call (Note [Interleaved
 // rounds]).
@@ -327,6 +356,7 @@ void bench_variant(benchmark::State& state, Session* s, std::size_t i, std::size
   if (s->read_probe != nullptr && cs.read_gbps == 0.0 && is_decode(cs.c)) {
     cs.read_gbps = s->read_probe->measure(3).gbytes_per_s;
   }
+  if (s->context.device == DeviceType::kCPU) wait_until_quiet();
   profiler::CopyProbe* probe = v == 0 ? paired_probe(*s, i) : nullptr;
   const double before = probe != nullptr ? probe->measure(2).gbytes_per_s : 0.0;
   try {
@@ -1453,7 +1483,8 @@ void print_run_header(const Session& s, const RunSetting& run, const MachineProb
                m.copy.ordinary_gbps, m.copy.streaming_gbps, m.copy.pooled_gbps);
   }
   fmt::print(out, "method: {} rounds per case, each timing every variant in turn (interleaved, "
-                  "so drift meets both sides of a ratio): >= {:.2f} s of back-to-back calls "
+                  "so drift meets both sides of a ratio): once the process's other threads are "
+                  "idle (BLAS workers spin after a call), >= {:.2f} s of back-to-back calls "
                   "after one untimed call (hot cache), per-call time by {} (Google Benchmark "
                   "manual time); the median over rounds is reported\n",
              s.options.repetitions, s.options.min_time_s,
