@@ -161,11 +161,66 @@ def bert_layer():
         return torch.jit.trace(layer, torch.randn(1, 128, 768), check_trace=False)
 
 
+# ---- BERT-base's encoder layer as Hugging Face writes it (BertLayer: self-attention over
+# q/k/v linears split into heads by view and permute, scores divided by sqrt(head size), the
+# additive extended mask, dropout, then dense + dropout + LayerNorm with the residual, and the
+# GELU MLP), traced as its users trace it (transformers' torchscript=True) ----
+
+class HfBertSelfAttention(nn.Module):
+    def __init__(self, hidden: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.head_size = hidden // heads
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        self.dropout = nn.Dropout(0.1)
+
+    def split_heads(self, x):
+        x = x.view(x.size()[:-1] + (self.heads, self.head_size))
+        return x.permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask):
+        q = self.split_heads(self.query(hidden_states))
+        k = self.split_heads(self.key(hidden_states))
+        v = self.split_heads(self.value(hidden_states))
+        scores = torch.matmul(q, k.transpose(-1, -2))
+        scores = scores / math.sqrt(self.head_size)
+        scores = scores + attention_mask
+        probs = self.dropout(F.softmax(scores, dim=-1))
+        context = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
+        return context.view(context.size()[:-2] + (self.heads * self.head_size,))
+
+
+class HfBertLayer(nn.Module):
+    def __init__(self, hidden: int = 768, heads: int = 12, intermediate: int = 3072):
+        super().__init__()
+        self.attention = HfBertSelfAttention(hidden, heads)
+        self.attention_dense = nn.Linear(hidden, hidden)
+        self.attention_norm = nn.LayerNorm(hidden, eps=1e-12)
+        self.intermediate = nn.Linear(hidden, intermediate)
+        self.output_dense = nn.Linear(intermediate, hidden)
+        self.output_norm = nn.LayerNorm(hidden, eps=1e-12)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, attention_mask):
+        a = self.dropout(self.attention_dense(self.attention(hidden_states, attention_mask)))
+        a = self.attention_norm(a + hidden_states)
+        h = self.dropout(self.output_dense(F.gelu(self.intermediate(a))))
+        return self.output_norm(h + a)
+
+
+def hf_bert_layer():
+    layer = HfBertLayer().eval()
+    return torch.jit.trace(layer, (torch.randn(1, 128, 768), torch.zeros(1, 1, 1, 128)))
+
+
 MODELS = {
     "gpt2_block": lambda: torch.jit.script(Gpt2Block().eval()),
     "bert_layer": bert_layer,
     "llama_block": lambda: torch.jit.script(LlamaBlock().eval()),
     "resnet_block": lambda: torch.jit.script(BasicBlock().eval()),
+    "hf_bert_layer": hf_bert_layer,
 }
 
 

@@ -40,8 +40,9 @@ bool chained(const std::vector<FusionNode>& nodes, std::size_t j) {
 }
 
 // Note [Attention pattern]
-// bmm|matmul(q, kᵀ) -> [mul|div.Scalar] -> [add.Tensor or masked_fill.Scalar (the mask)] ->
-// softmax -> bmm|matmul(·, v),
+// bmm|matmul(q, kᵀ) -> [mul|div.Scalar, or mul|div.Tensor by a 0-dim constant (Note [Scale
+// by a 0-dim tensor])] -> [add.Tensor or masked_fill.Scalar (the mask)] -> softmax ->
+// bmm|matmul(·, v),
 // each node feeding only the next (the probabilities as the second product's first operand),
 // is one attention kernel: the scores never materialise beyond a tile. The rule only sees the
 // pattern; the packer refuses what the kernel cannot run (softmax over another dim, broadcast
@@ -136,6 +137,34 @@ std::vector<int> count_readers(const OpGraph& graph) {
   return readers;
 }
 
+// Whether each value is made by a node of the graph (else it is a graph input or constant,
+// whose data is there before anything runs).
+std::vector<bool> made_by_nodes(const OpGraph& graph) {
+  std::vector<bool> made(graph.values.size(), false);
+  for (const auto& node : graph.nodes) {
+    for (int v : node.outputs) made[static_cast<std::size_t>(v)] = true;
+  }
+  return made;
+}
+
+// Note [Scale by a 0-dim tensor]
+// A traced model scales by a Python number as by a 0-dim tensor constant: `scores /
+// math.sqrt(d)` becomes aten::div.Tensor(scores, prim::Constant[value={8.}]), a float64 one.
+// With a float32 operand that is what the Scalar overload computes (ATen takes a CPU 0-dim
+// operand as a scalar, and the float operand sets the result type), so such a node is
+// attention's scale, as mul.Scalar and div.Scalar are, when the 0-dim tensor is a graph input
+// or constant (div: as the divisor): the packer reads its value while extracting, and only
+// those hold their data then. A 0-dim tensor a node makes is a runtime value: no scale.
+bool scales_by_constant(std::string_view signature, const OpGraph::Node& node, int link_arg,
+                        const std::vector<std::optional<Sizes>>& sizes,
+                        const std::vector<bool>& made) {
+  const bool mul = signature == "aten::mul.Tensor";
+  if (!(mul || signature == "aten::div.Tensor") || node.inputs.size() != 2) return false;
+  if (link_arg != 0 && !(mul && link_arg == 1)) return false;
+  const auto other = static_cast<std::size_t>(node.inputs[link_arg == 0 ? 1 : 0]);
+  return sizes[other] && sizes[other]->empty() && !made[other];
+}
+
 // The sizes of every tensor value: the tensors graph.values holds as given, the output of
 // each node of [begin, end) as output_sizes() infers it (nullopt where it cannot).
 std::vector<std::optional<Sizes>> value_sizes(const OpGraph& graph,
@@ -179,6 +208,7 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
   const std::size_t n = end - begin;
   const std::vector<int> readers = count_readers(graph);
   const std::vector<std::optional<Sizes>> sizes = value_sizes(graph, specs, begin, end);
+  const std::vector<bool> made = made_by_nodes(graph);
   GraphFusionView view{begin, std::vector<FusionNode>(n), std::vector<int>(n, -1)};
   for (std::size_t r = 0; r < n; ++r) {
     const std::size_t i = begin + r;
@@ -193,8 +223,6 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
     f.row_reduction = s.kind == OpKind::kSoftmax || s.kind == OpKind::kLayerNorm;
     f.softmax = s.kind == OpKind::kSoftmax;
     f.batched_gemm = s.kind == OpKind::kBmm;
-    f.scalar_scale = std::string_view(s.signature) == "aten::mul.Scalar" ||
-                     std::string_view(s.signature) == "aten::div.Scalar";
     f.tensor_add = std::string_view(s.signature) == "aten::add.Tensor";
     f.masked_fill = s.kind == OpKind::kMaskedFill;
     f.uses = readers[static_cast<std::size_t>(node.outputs[0])];
@@ -217,6 +245,9 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
         link_arg = -1;
       }
     }
+    f.scalar_scale = std::string_view(s.signature) == "aten::mul.Scalar" ||
+                     std::string_view(s.signature) == "aten::div.Scalar" ||
+                     scales_by_constant(s.signature, node, link_arg, sizes, made);
     for (std::size_t a = 0; a < node.inputs.size(); ++a) {
       const auto v = static_cast<std::size_t>(node.inputs[a]);
       if (static_cast<int>(a) == link_arg || !sizes[v]) continue;

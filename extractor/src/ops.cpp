@@ -51,6 +51,7 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {22, "aten::matmul", OpKind::kBmm, 2, false, false, {{-1, -1}}},
     {23, "aten::div.Scalar", OpKind::kElementwise, 2, false, false, {{0, -1}}},
     {24, "aten::masked_fill.Scalar", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
+    {25, "aten::div.Tensor", OpKind::kElementwise, 2, false, false, {{0, 1}}},
 }};
 
 constexpr int kMulScalarId = 5;
@@ -58,6 +59,8 @@ constexpr int kDivScalarId = 23;
 constexpr int kMaskedFillId = 24;
 constexpr int kSoftmaxId = 16;  // aten::_softmax (softmax.int is 17)
 constexpr int kMatmulId = 22;
+constexpr int kMulTensorId = 4;
+constexpr int kDivTensorId = 25;
 
 // Note [matmul on ka]
 // aten::matmul of two tensors of the same rank >= 3 with equal batch dimensions is a bmm over
@@ -277,6 +280,11 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
     case kDivScalarId:  // true division, as ATen's (not a multiply by the reciprocal)
       return p.binary(EwOp::kDiv, reg(0, "self"),
                       p.scalar(static_cast<float>(scalar_arg(n, 1, "other"))));
+    case kDivTensorId: {
+      const int a = reg(0, "self");
+      const int b = reg(1, "other");
+      return p.binary(EwOp::kDiv, a, b);
+    }
     case 7:
     case 8:
       return p.unary(EwOp::kRelu, reg(0, "self"));
@@ -599,7 +607,8 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
 // ---- attention -----------------------------------------------------------------------------
 
 // Note [Packing attention]
-// The group is bmm|matmul(q, kᵀ) -> [mul|div.Scalar(·, s)] -> [add.Tensor(·, mask), alpha 1,
+// The group is bmm|matmul(q, kᵀ) -> [mul|div.Scalar(·, s), or mul|div.Tensor by a 0-dim
+// constant s (Note [Scale by a 0-dim tensor])] -> [add.Tensor(·, mask), alpha 1,
 // or masked_fill.Scalar(·, bool mask, value)] -> _softmax|softmax.int(·, last dim) ->
 // bmm|matmul(·, v) (FusionKind::kAttention). The
 // kernel takes q, kᵀ and v as they are, any strides and the batch dimensions unmerged, so
@@ -623,6 +632,17 @@ const at::Tensor& bool_mask_arg(const NodeArgs& n, Device device) {
   KA_CHECK_TYPE(NotImplementedError, same, n.spec->signature,
                 ": not fused as attention: the mask is on ", t.device().str());
   return t;
+}
+
+// The value of a scale node's 0-dim operand (the one that is not the chain link), which the
+// FusionChecker saw to be a graph input or constant: its data is there while extracting.
+double zero_dim_scale(const NodeArgs& n) {
+  const c10::IValue& v = *n.args[n.link_arg == 0 ? 1 : 0];
+  const bool ok = v.isTensor() && v.toTensor().defined() && v.toTensor().dim() == 0 &&
+                  at::isFloatingType(v.toTensor().scalar_type()) && v.toTensor().is_cpu();
+  KA_CHECK_TYPE(NotImplementedError, ok, n.spec->signature,
+                ": not fused as attention: the scale is not a floating 0-dim CPU tensor");
+  return v.toTensor().item<double>();
 }
 
 void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
@@ -661,6 +681,11 @@ void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
     if (n.spec->id == kMulScalarId || n.spec->id == kDivScalarId) {
       const double s = scalar_arg(n, 1, "other");
       scale = n.spec->id == kMulScalarId ? scale * s : scale / s;
+      continue;
+    }
+    if (n.spec->id == kMulTensorId || n.spec->id == kDivTensorId) {
+      const double s = zero_dim_scale(n);
+      scale = n.spec->id == kMulTensorId ? scale * s : scale / s;
       continue;
     }
     if (n.spec->id == kMaskedFillId) {

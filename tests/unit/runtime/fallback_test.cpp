@@ -213,6 +213,94 @@ def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor):
   EXPECT_LT(slice->nodes.front(), attention->nodes.front());
 }
 
+TEST(Fallback, AttentionScaledByA0DimTensorInputFuses) {
+  // A traced model divides by a Python number as by a 0-dim float64 tensor (Note [Scale by a
+  // 0-dim tensor]); as a graph input its value is there while extracting, so the product or
+  // the division is attention's scale (the product with the scores as either operand).
+  at::manual_seed(10);
+  const auto heads = [](std::int64_t t) { return at::randn({2, t, 3, 16}).transpose(1, 2); };
+  const at::Tensor mask = at::full({29, 29}, -std::numeric_limits<float>::infinity()).triu(1);
+  Runtime rt;
+  const Scripted mul(R"TS(
+def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, gain: Tensor):
+    s = gain * torch.matmul(q, k.transpose(2, 3))
+    s = s + mask
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+)TS",
+                     "f");
+  const std::vector<c10::IValue> mul_in = {heads(29), heads(29), heads(29), mask,
+                                        at::scalar_tensor(0.25, at::kDouble)};
+  const GraphResult mul_got = rt.run_graph(*mul.graph, mul_in, {true});
+  expect_outputs_match(mul_got.outputs, mul.reference(mul_in));
+  EXPECT_NE(find_plan(mul_got.tasks, "fused::attention[aten::matmul+aten::mul.Tensor+aten::add.Tensor+"
+                                  "aten::softmax.int+aten::matmul]"),
+            nullptr);
+
+  const Scripted div(R"TS(
+def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: Tensor):
+    s = torch.matmul(q, k.transpose(2, 3)) / scale
+    s = s + mask
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+)TS",
+                     "f");
+  const std::vector<c10::IValue> div_in = {heads(29), heads(29), heads(29), mask,
+                                        at::scalar_tensor(4.0, at::kDouble)};
+  const GraphResult div_got = rt.run_graph(*div.graph, div_in, {true});
+  expect_outputs_match(div_got.outputs, div.reference(div_in));
+  expect_every_node_planned(*div.graph, div_in, div_got.tasks);
+  EXPECT_NE(find_plan(div_got.tasks, "fused::attention[aten::matmul+aten::div.Tensor+aten::add.Tensor+"
+                                  "aten::softmax.int+aten::matmul]"),
+            nullptr);
+}
+
+TEST(Fallback, TensorDivisionRunsOnKa) {
+  // aten::div.Tensor of float32 tensors, broadcasting, is ka's element-wise kernel; a float64
+  // divisor is refused and runs on libtorch.
+  const Scripted s(R"TS(
+def f(x: Tensor, y: Tensor, z: Tensor):
+    return x / y, x / z
+)TS",
+                   "f");
+  at::manual_seed(12);
+  const std::vector<c10::IValue> inputs = {at::randn({5, 7}), at::rand({7}) + 0.5,
+                                           at::rand({7}, at::kDouble) + 0.5};
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs, {false});
+  expect_outputs_match(got.outputs, s.reference(inputs));
+  std::vector<const TaskPlan*> divs;
+  for (const TaskPlan& t : got.tasks) {
+    if (t.pattern == "aten::div.Tensor") divs.push_back(&t);
+  }
+  ASSERT_EQ(divs.size(), 2U);
+  EXPECT_NE(divs[0]->provenance, db::Provenance::kFallback) << divs[0]->fallback;
+  EXPECT_EQ(divs[1]->provenance, db::Provenance::kFallback);
+  EXPECT_NE(divs[1]->fallback.find("Double"), std::string::npos) << divs[1]->fallback;
+}
+
+TEST(Fallback, A0DimTensorANodeMakesIsNoAttentionScale) {
+  // The divisor is computed by the graph: its data exists only once its node has run, so the
+  // attention packer could not read it while extracting. Nothing fuses as attention, and the
+  // result is still libtorch's.
+  const Scripted s(R"TS(
+def f(q: Tensor, k: Tensor, v: Tensor, scale: Tensor):
+    d = scale * 2.0
+    s = torch.matmul(q, k.transpose(2, 3)) / d
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+)TS",
+                   "f");
+  at::manual_seed(11);
+  const auto heads = [](std::int64_t t) { return at::randn({1, t, 2, 16}).transpose(1, 2); };
+  const std::vector<c10::IValue> inputs = {heads(20), heads(20), heads(20),
+                                           at::scalar_tensor(2.0, at::kFloat)};
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs, {true});
+  expect_outputs_match(got.outputs, s.reference(inputs));
+  expect_every_node_planned(*s.graph, inputs, got.tasks);
+  for (const TaskPlan& t : got.tasks) {
+    EXPECT_EQ(t.pattern.rfind("fused::attention", 0), std::string::npos) << t.pattern;
+  }
+}
+
 TEST(Fallback, MetadataNodesDoNotMoveAboveAnInPlaceOp) {
   // unsqueeze_ changes x's sizes in place: the size read after it must not move above it.
   const Scripted s(R"TS(

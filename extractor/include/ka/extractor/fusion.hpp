@@ -31,7 +31,9 @@ struct FusionNode {
   bool row_reduction = false;  ///< softmax / layer_norm (takes a prologue).
   bool softmax = false;        ///< _softmax / softmax.int (attention's middle).
   bool batched_gemm = false;   ///< bmm / matmul (attention's two products).
-  bool scalar_scale = false;   ///< mul.Scalar / div.Scalar (attention's scale).
+  /// mul.Scalar / div.Scalar, or mul.Tensor / div.Tensor by a 0-dim graph input or constant
+  /// (attention's scale; Note [Scale by a 0-dim tensor]).
+  bool scalar_scale = false;
   bool tensor_add = false;     ///< add.Tensor (attention's mask).
   bool masked_fill = false;    ///< masked_fill.Scalar (attention's boolean mask).
   int chain_input = -1;  ///< Index of the previous node whose output this node reads (-1: none).
