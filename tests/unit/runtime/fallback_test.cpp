@@ -221,36 +221,26 @@ TEST(Fallback, AttentionScaledByA0DimTensorInputFuses) {
   const auto heads = [](std::int64_t t) { return at::randn({2, t, 3, 16}).transpose(1, 2); };
   const at::Tensor mask = at::full({29, 29}, -std::numeric_limits<float>::infinity()).triu(1);
   Runtime rt;
-  const Scripted mul(R"TS(
-def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, gain: Tensor):
-    s = gain * torch.matmul(q, k.transpose(2, 3))
-    s = s + mask
-    return torch.matmul(torch.softmax(s, dim=-1), v)
-)TS",
-                     "f");
-  const std::vector<c10::IValue> mul_in = {heads(29), heads(29), heads(29), mask,
-                                        at::scalar_tensor(0.25, at::kDouble)};
-  const GraphResult mul_got = rt.run_graph(*mul.graph, mul_in, {true});
-  expect_outputs_match(mul_got.outputs, mul.reference(mul_in));
-  EXPECT_NE(find_plan(mul_got.tasks, "fused::attention[aten::matmul+aten::mul.Tensor+aten::add.Tensor+"
-                                  "aten::softmax.int+aten::matmul]"),
-            nullptr);
-
-  const Scripted div(R"TS(
+  const auto expect_fused = [&](const char* scaled, double scale, const char* op) {
+    const Scripted s(std::string(R"TS(
 def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: Tensor):
-    s = torch.matmul(q, k.transpose(2, 3)) / scale
+    s = )TS") + scaled + R"TS(
     s = s + mask
     return torch.matmul(torch.softmax(s, dim=-1), v)
 )TS",
                      "f");
-  const std::vector<c10::IValue> div_in = {heads(29), heads(29), heads(29), mask,
-                                        at::scalar_tensor(4.0, at::kDouble)};
-  const GraphResult div_got = rt.run_graph(*div.graph, div_in, {true});
-  expect_outputs_match(div_got.outputs, div.reference(div_in));
-  expect_every_node_planned(*div.graph, div_in, div_got.tasks);
-  EXPECT_NE(find_plan(div_got.tasks, "fused::attention[aten::matmul+aten::div.Tensor+aten::add.Tensor+"
-                                  "aten::softmax.int+aten::matmul]"),
-            nullptr);
+    const std::vector<c10::IValue> in = {heads(29), heads(29), heads(29), mask,
+                                         at::scalar_tensor(scale, at::kDouble)};
+    const GraphResult got = rt.run_graph(*s.graph, in, {true});
+    expect_outputs_match(got.outputs, s.reference(in));
+    expect_every_node_planned(*s.graph, in, got.tasks);
+    EXPECT_NE(find_plan(got.tasks, std::string("fused::attention[aten::matmul+") + op +
+                                       "+aten::add.Tensor+aten::softmax.int+aten::matmul]"),
+              nullptr)
+        << scaled;
+  };
+  expect_fused("scale * torch.matmul(q, k.transpose(2, 3))", 0.25, "aten::mul.Tensor");
+  expect_fused("torch.matmul(q, k.transpose(2, 3)) / scale", 4.0, "aten::div.Tensor");
 }
 
 TEST(Fallback, TensorDivisionRunsOnKa) {
