@@ -258,7 +258,8 @@ ParamBuffer& eager_buffer() {
 // arguments' metadata is kept in a thread-local plan: the packed ElementwiseArgs (program with
 // its scalars, broadcast strides), the config, and the CpuLaunch prepared against the plan's
 // own copy of the arguments. A repeat call compares the metadata (op, dtype/sizes/strides/
-// device of every tensor argument, which arguments alias, the scalars' bits), allocates the
+// device of every tensor argument, which arguments alias, the scalars' bits, the value of a
+// 0-dim CPU tensor that is not float32), allocates the
 // output, patches the data pointers and runs the prepared grid. Only the kernel's job reads the
 // data pointers (through the args pointer), so patching them is all a repeat needs. A plan is
 // keyed by the extractor and the config generation, so a new table rebuilds it.
@@ -310,6 +311,17 @@ bool eager_material(const OpSpec& spec, const c10::IValue* args, std::size_t n,
       for (std::size_t a = 0; a < nd; ++a) m[k++] = sizes[a];
       for (std::size_t a = 0; a < nd; ++a) m[k++] = strides[a];
       m[k++] = -7;  // separator
+      // A 0-dim operand of another type may be a scalar of the program (Note [0-dim operands
+      // as scalars]): its value is part of the plan.
+      if (nd == 0 && t.is_cpu() && t.scalar_type() != at::kFloat) {
+        const at::ScalarType type = t.scalar_type();
+        if (!at::isFloatingType(type) && !at::isIntegralType(type, /*includeBool=*/true)) {
+          return false;
+        }
+        if (k + 1 > m.size()) return false;
+        const double value = t.item<double>();
+        std::memcpy(&m[k++], &value, sizeof value);
+      }
     } else if (v.isDouble() || v.isInt() || v.isBool()) {
       if (k + 2 > m.size()) return false;
       const double d = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt())
@@ -685,7 +697,7 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
     }
     std::array<const c10::IValue*, 8> ptrs{};
     for (std::size_t i = 0; i < num_args; ++i) ptrs[i] = &args[i];
-    const NodeArgs node{&spec, ptrs.data(), static_cast<int>(num_args), -1};
+    const NodeArgs node{&spec, ptrs.data(), static_cast<int>(num_args), -1, detail::kAllArgsFixed};
     const GroupArgs group{FusionKind::kNone, &node, 1};
     device = detail::group_device(group);
     last.device = device;
@@ -842,9 +854,16 @@ class GraphExtraction {
   GraphExtraction(Extractor::Impl& impl, OpGraph& graph, const std::vector<const OpSpec*>& specs,
                   GraphPosition& at)
       : impl_(impl), graph_(graph), specs_(specs), at_(at) {
+    // Graph inputs and constants (values no node makes) hold their data while extracting.
+    const std::vector<bool> made = detail::made_by_nodes(graph);
     for (const OpGraph::Node& node : graph.nodes) {
       auto& ptrs = arg_ptrs_.emplace_back();
-      for (int v : node.inputs) ptrs.push_back(&graph.values[static_cast<std::size_t>(v)]);
+      std::uint32_t fixed = 0;
+      for (int v : node.inputs) {
+        if (ptrs.size() < 32 && !made[static_cast<std::size_t>(v)]) fixed |= 1U << ptrs.size();
+        ptrs.push_back(&graph.values[static_cast<std::size_t>(v)]);
+      }
+      fixed_args_.push_back(fixed);
     }
   }
 
@@ -856,7 +875,7 @@ class GraphExtraction {
     for (int k = 0; k < g.count; ++k) {
       const auto i = static_cast<std::size_t>(g.first + k);
       nodes.push_back({specs_[i], arg_ptrs_[i].data(), static_cast<int>(arg_ptrs_[i].size()),
-                       k == 0 ? -1 : view.link_arg[i - view.begin]});
+                       k == 0 ? -1 : view.link_arg[i - view.begin], fixed_args_[i]});
     }
     const GroupArgs group{g.kind, nodes.data(), g.count};
     const char* signature = group_signature(group);
@@ -961,6 +980,7 @@ class GraphExtraction {
   const std::vector<const OpSpec*>& specs_;
   GraphPosition& at_;
   std::vector<std::vector<const c10::IValue*>> arg_ptrs_;
+  std::vector<std::uint32_t> fixed_args_;  // per node: NodeArgs::fixed_args
 };
 
 // CPU tasks go to the executor in one batch (their MemRanges order them), CUDA tasks to the

@@ -137,16 +137,6 @@ std::vector<int> count_readers(const OpGraph& graph) {
   return readers;
 }
 
-// Whether each value is made by a node of the graph (else it is a graph input or constant,
-// whose data is there before anything runs).
-std::vector<bool> made_by_nodes(const OpGraph& graph) {
-  std::vector<bool> made(graph.values.size(), false);
-  for (const auto& node : graph.nodes) {
-    for (int v : node.outputs) made[static_cast<std::size_t>(v)] = true;
-  }
-  return made;
-}
-
 // Note [Scale by a 0-dim tensor]
 // A traced model scales by a Python number as by a 0-dim tensor constant: `scores /
 // math.sqrt(d)` becomes aten::div.Tensor(scores, prim::Constant[value={8.}]), a float64 one.
@@ -202,6 +192,14 @@ std::int64_t row_bytes_of(const std::optional<Sizes>& sizes) {
 }
 
 }  // namespace
+
+std::vector<bool> made_by_nodes(const OpGraph& graph) {
+  std::vector<bool> made(graph.values.size(), false);
+  for (const auto& node : graph.nodes) {
+    for (int v : node.outputs) made[static_cast<std::size_t>(v)] = true;
+  }
+  return made;
+}
 
 GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs,
                             std::size_t begin, std::size_t end) {

@@ -20,6 +20,10 @@ struct GraphFusionView {
   std::vector<int> link_arg;
 };
 
+/// Whether each value of `graph` is made by one of its nodes; the others are graph inputs and
+/// constants, whose data is there before anything runs.
+std::vector<bool> made_by_nodes(const OpGraph& graph);
+
 /// Builds the view of nodes [begin, end) of `graph`, each of which runs `specs[i]` (arities
 /// already checked): who reads each output (any node of the graph, or its caller), which
 /// argument links a node to the one before it, the tensors each node reads from outside a

@@ -208,6 +208,7 @@ void finish_pack(Packed& out, const void* args, OpKind family, const char* key_o
 struct EwInputs {
   std::array<const at::Tensor*, kernels::EwProgram::kMaxInputs> tensors{};
   int count = 0;
+  int scalar_operands = 0;  // 0-dim tensors taken as scalars (Note [0-dim operands as scalars])
   std::array<std::int64_t, kernels::TensorView::kMaxDims> sizes{};
   int ndim = 0;
 
@@ -243,6 +244,32 @@ struct EwInputs {
   }
 };
 
+// Note [0-dim operands as scalars]
+// A traced model's Python numbers are 0-dim float64 (or int64) tensor constants: `x * 2.0`
+// traces to aten::mul.Tensor(x, prim::Constant[value={2.}]), which ka's float32 kernels
+// refused, so every such node ran on libtorch as a data fallback (a wait for every task
+// before it). With a float32 tensor as the other operand, ATen takes the 0-dim operand as a
+// scalar: the float32 operand sets the result type and the value is converted to float. So
+// the `other` of add/sub/mul/div.Tensor, when it is a 0-dim CPU tensor of another real type
+// whose data is final while packing (NodeArgs::fixed_args), is a scalar of ka's program
+// (a 0-dim float32 one stays a tensor operand, as before). Where the result would be 0-dim,
+// ATen would promote both operands to the wider type, so such a group is refused. Eager
+// plans key on the scalar's value (Note [Eager plans]).
+std::optional<float> scalar_operand(const NodeArgs& n, int arg) {
+  if (arg == n.link_arg || ((n.fixed_args >> arg) & 1U) == 0) return std::nullopt;
+  const c10::IValue& v = *n.args[arg];
+  if (!v.isTensor()) return std::nullopt;
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined() || t.dim() != 0 || !t.is_cpu() || t.scalar_type() == at::kFloat) {
+    return std::nullopt;
+  }
+  const at::ScalarType type = t.scalar_type();
+  if (!at::isFloatingType(type) && !at::isIntegralType(type, /*includeBool=*/false)) {
+    return std::nullopt;
+  }
+  return static_cast<float>(t.item<double>());
+}
+
 // Emits node `n`'s computation; `link` is the register of the previous node's output.
 int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgram& p,
                      Device device) {
@@ -252,12 +279,20 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
     if (arg == n.link_arg) return link;
     return p.input(in.index_of(op, tensor_arg(n, arg, name, device)));
   };
+  // A binary op's second operand: a tensor, or a 0-dim one taken as a scalar.
+  auto other = [&] {
+    if (const std::optional<float> s = scalar_operand(n, 1)) {
+      ++in.scalar_operands;
+      return p.scalar(*s);
+    }
+    return reg(1, "other");
+  };
   switch (op.id) {
     case 0:  // add.Tensor(self, other, alpha)
     case 2:
     case 3: {  // sub.Tensor(self, other, alpha)
       const int a = reg(0, "self");
-      int b = reg(1, "other");
+      int b = other();
       const double alpha = scalar_arg(n, 2, "alpha");
       if (alpha != 1.0) b = p.binary(EwOp::kMul, b, p.scalar(static_cast<float>(alpha)));
       return p.binary(op.id == 3 ? EwOp::kSub : EwOp::kAdd, a, b);
@@ -271,7 +306,7 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
     case 6: {
       // Sequenced: inputs are numbered in argument order (the eager plans rely on it).
       const int a = reg(0, "self");
-      const int b = reg(1, "other");
+      const int b = other();
       return p.binary(EwOp::kMul, a, b);
     }
     case 5:
@@ -282,7 +317,7 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
                       p.scalar(static_cast<float>(scalar_arg(n, 1, "other"))));
     case kDivTensorId: {
       const int a = reg(0, "self");
-      const int b = reg(1, "other");
+      const int b = other();
       return p.binary(EwOp::kDiv, a, b);
     }
     case 7:
@@ -316,6 +351,9 @@ EwInputs pack_chain(const GroupArgs& g, int count, kernels::EwProgram& program, 
     check_arity(n);
     link = emit_elementwise(n, link, in, program, device);
   }
+  KA_CHECK_TYPE(NotImplementedError, in.scalar_operands == 0 || in.ndim > 0,
+                g.nodes[0].spec->signature, ": a 0-dim result of a 0-dim operand of another type "
+                "(ATen promotes it)");
   program.set_result(link);
   return in;
 }

@@ -53,6 +53,8 @@ TEST(EagerOps, BinaryOpsMatchLibtorch) {
     expect_close(run("aten::add.Tensor", {l.a, l.b, 2.5}), at::add(l.a, l.b, 2.5));
     expect_close(run("aten::sub.Tensor", {l.a, l.b, 0.5}), at::sub(l.a, l.b, 0.5));
     expect_close(run("aten::mul.Tensor", {l.a, l.b}), at::mul(l.a, l.b));
+    const at::Tensor divisor = l.b.abs() + 0.5;
+    expect_close(run("aten::div.Tensor", {l.a, divisor}), at::div(l.a, divisor));
     expect_close(run("aten::add.Scalar", {l.a, 3, 2}), at::add(l.a, 3, 2));
     expect_close(run("aten::mul.Scalar", {l.a, -0.25}), at::mul(l.a, -0.25));
   }
@@ -84,6 +86,29 @@ TEST(EagerOps, RepeatedCallsReusePlansWithFreshData) {
     expect_close(run("aten::relu", {a.t()}), at::relu(a.t()));  // strides are part of the plan
     expect_close(run("aten::relu", {c}), at::relu(c));
   }
+}
+
+TEST(EagerOps, A0DimOperandOfAnotherTypeIsAScalarKeyedByItsValue) {
+  // A traced model's Python numbers: 0-dim float64 and int64 tensors (Note [0-dim operands as
+  // scalars]). The result stays float32, as ATen's; a repeat with another value must not
+  // reuse the last value (Note [Eager plans]).
+  const at::Tensor x = at::randn({6, 11});
+  for (const double v : {2.0, -0.375, 3.0}) {
+    SCOPED_TRACE(v);
+    const at::Tensor d = at::scalar_tensor(v, at::kDouble);
+    const at::Tensor i = at::scalar_tensor(static_cast<std::int64_t>(v), at::kLong);
+    for (const at::Tensor& t : {d, i}) {
+      const at::Tensor got = run("aten::mul.Tensor", {x, t});
+      EXPECT_EQ(got.scalar_type(), at::kFloat);
+      expect_close(got, at::mul(x, t));
+      expect_close(run("aten::div.Tensor", {x, t}), at::div(x, t));
+      expect_close(run("aten::add.Tensor", {x, t, 2}), at::add(x, t, 2));
+      expect_close(run("aten::sub.Tensor", {x, t, 1}), at::sub(x, t, 1));
+    }
+  }
+  // Two 0-dim operands promote to float64 in ATen: ka refuses rather than return float32.
+  EXPECT_THROW(run("aten::mul.Tensor", {at::scalar_tensor(1.5), at::scalar_tensor(2.0, at::kDouble)}),
+               NotImplementedError);
 }
 
 TEST(EagerOps, InPlaceOpsWriteSelfAndReturnIt) {

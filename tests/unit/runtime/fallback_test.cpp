@@ -245,15 +245,17 @@ def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: Tensor):
 
 TEST(Fallback, TensorDivisionRunsOnKa) {
   // aten::div.Tensor of float32 tensors, broadcasting, is ka's element-wise kernel; a float64
-  // divisor is refused and runs on libtorch.
+  // divisor is refused and runs on libtorch, unless it is a 0-dim graph input (Note [0-dim
+  // operands as scalars]); a 0-dim one a node makes is not final while extracting.
   const Scripted s(R"TS(
-def f(x: Tensor, y: Tensor, z: Tensor):
-    return x / y, x / z
+def f(x: Tensor, y: Tensor, z: Tensor, w: Tensor):
+    return x / y, x / z, x / w, x / (w * 2.0)
 )TS",
                    "f");
   at::manual_seed(12);
   const std::vector<c10::IValue> inputs = {at::randn({5, 7}), at::rand({7}) + 0.5,
-                                           at::rand({7}, at::kDouble) + 0.5};
+                                           at::rand({7}, at::kDouble) + 0.5,
+                                           at::scalar_tensor(1.25, at::kDouble)};
   Runtime rt;
   const GraphResult got = rt.run_graph(*s.graph, inputs, {false});
   expect_outputs_match(got.outputs, s.reference(inputs));
@@ -261,10 +263,12 @@ def f(x: Tensor, y: Tensor, z: Tensor):
   for (const TaskPlan& t : got.tasks) {
     if (t.pattern == "aten::div.Tensor") divs.push_back(&t);
   }
-  ASSERT_EQ(divs.size(), 2U);
+  ASSERT_EQ(divs.size(), 4U);
   EXPECT_NE(divs[0]->provenance, db::Provenance::kFallback) << divs[0]->fallback;
   EXPECT_EQ(divs[1]->provenance, db::Provenance::kFallback);
   EXPECT_NE(divs[1]->fallback.find("Double"), std::string::npos) << divs[1]->fallback;
+  EXPECT_NE(divs[2]->provenance, db::Provenance::kFallback) << divs[2]->fallback;
+  EXPECT_EQ(divs[3]->provenance, db::Provenance::kFallback);
 }
 
 TEST(Fallback, A0DimTensorANodeMakesIsNoAttentionScale) {

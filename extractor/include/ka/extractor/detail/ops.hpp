@@ -53,7 +53,13 @@ struct NodeArgs {
   const c10::IValue* const* args = nullptr;
   int num_args = 0;
   int link_arg = -1;
+  /// Bit i: argument i already holds its final data while it is packed (an eager call's
+  /// arguments; a graph's inputs and constants). See Note [0-dim operands as scalars].
+  std::uint32_t fixed_args = 0;
 };
+
+/// fixed_args of a call whose every argument is given.
+inline constexpr std::uint32_t kAllArgsFixed = ~std::uint32_t{0};
 
 /// A group to pack: consecutive nodes of one fusion group.
 struct GroupArgs {
