@@ -853,19 +853,21 @@ class GraphExtraction {
  public:
   GraphExtraction(Extractor::Impl& impl, OpGraph& graph, const std::vector<const OpSpec*>& specs,
                   GraphPosition& at)
-      : impl_(impl), graph_(graph), specs_(specs), at_(at) {
+      : impl_(impl), graph_(graph), specs_(specs), at_(at), made_(detail::made_by_nodes(graph)) {
     // Graph inputs and constants (values no node makes) hold their data while extracting.
-    const std::vector<bool> made = detail::made_by_nodes(graph);
     for (const OpGraph::Node& node : graph.nodes) {
       auto& ptrs = arg_ptrs_.emplace_back();
       std::uint32_t fixed = 0;
       for (int v : node.inputs) {
-        if (ptrs.size() < 32 && !made[static_cast<std::size_t>(v)]) fixed |= 1U << ptrs.size();
+        if (ptrs.size() < 32 && !made_[static_cast<std::size_t>(v)]) fixed |= 1U << ptrs.size();
         ptrs.push_back(&graph.values[static_cast<std::size_t>(v)]);
       }
       fixed_args_.push_back(fixed);
     }
   }
+
+  /// Per value of the graph: whether a node makes it (detail::made_by_nodes).
+  [[nodiscard]] const std::vector<bool>& made() const { return made_; }
 
   // Extracts group g (node indices absolute; `view` the fusion view of its run) onto `out`.
   // Throws, leaving `out` as it was, when a kernel refuses it.
@@ -981,6 +983,7 @@ class GraphExtraction {
   GraphPosition& at_;
   std::vector<std::vector<const c10::IValue*>> arg_ptrs_;
   std::vector<std::uint32_t> fixed_args_;  // per node: NodeArgs::fixed_args
+  std::vector<bool> made_;                 // per value: a node makes it (made_by_nodes)
 };
 
 // CPU tasks go to the executor in one batch (their MemRanges order them), CUDA tasks to the
@@ -1106,7 +1109,8 @@ class GraphRun {
   void extract_segment(std::size_t begin, std::size_t end) {
     profiler::ScopedSpan span("extract");
     at_.stage = Stage::kFusion;
-    const detail::GraphFusionView view = detail::fusion_view(graph_, specs_, begin, end);
+    const detail::GraphFusionView view =
+        detail::fusion_view(graph_, specs_, begin, end, extraction_.made());
     std::vector<FusionGroup> groups =
         options_.fusion ? fusion_.plan(view.nodes, budget_device(graph_))
                         : one_group_per_node(end - begin);

@@ -202,11 +202,10 @@ std::vector<bool> made_by_nodes(const OpGraph& graph) {
 }
 
 GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs,
-                            std::size_t begin, std::size_t end) {
+                            std::size_t begin, std::size_t end, const std::vector<bool>& made) {
   const std::size_t n = end - begin;
   const std::vector<int> readers = count_readers(graph);
   const std::vector<std::optional<Sizes>> sizes = value_sizes(graph, specs, begin, end);
-  const std::vector<bool> made = made_by_nodes(graph);
   GraphFusionView view{begin, std::vector<FusionNode>(n), std::vector<int>(n, -1)};
   for (std::size_t r = 0; r < n; ++r) {
     const std::size_t i = begin + r;
