@@ -1561,6 +1561,17 @@ void register_benchmarks(Session& s) {
   }
 }
 
+// The reporter of --benchmark_out's file, for --benchmark_out_format (json when not given);
+// nullptr without --benchmark_out.
+std::unique_ptr<benchmark::BenchmarkReporter> make_file_reporter(const BenchOptions& options) {
+  if (flag_value(options.benchmark_flags, "benchmark_out").empty()) return nullptr;
+  const std::string format = flag_value(options.benchmark_flags, "benchmark_out_format");
+  if (format.empty() || format == "json") return std::make_unique<benchmark::JSONReporter>();
+  KA_CHECK(format == "console", "--benchmark_out_format='", format,
+           "': expected json or console (Google Benchmark deprecates csv)");
+  return std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_None);
+}
+
 std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& format,
                                                             bool console) {
   if (format == "json") return std::make_unique<benchmark::JSONReporter>();
@@ -1571,26 +1582,18 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& f
                                  : benchmark::ConsoleReporter::OO_None);
 }
 
-// The reporter Google Benchmark would make for --benchmark_out_format (json when not given).
-std::unique_ptr<benchmark::BenchmarkReporter> make_file_reporter(const std::string& format) {
-  if (format.empty() || format == "json") return std::make_unique<benchmark::JSONReporter>();
-  KA_CHECK(format == "console", "--benchmark_out_format='", format,
-           "': expected json or console (Google Benchmark deprecates csv)");
-  return std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_None);
-}
-
 // Runs every registered benchmark with SIGINT/SIGTERM/SIGHUP turned into a stop after the current
 // case; returns how many benchmarks (rounds) ran. The display and the --benchmark_out file both
 // see each variant's rounds as repetitions with their aggregates (Note [Interleaved rounds]).
 std::size_t run_benchmarks(Session& s, std::unique_ptr<benchmark::BenchmarkReporter> inner,
+                           std::unique_ptr<benchmark::BenchmarkReporter> file_inner,
                            bool console) {
   const auto rounds = static_cast<std::size_t>(s.options.repetitions);
   CollectingReporter reporter(
       s, std::make_unique<detail::RoundsReporter>(std::move(inner), rounds, console));
   std::unique_ptr<detail::RoundsReporter> file;
-  if (!flag_value(s.options.benchmark_flags, "benchmark_out").empty()) {
-    const std::string format = flag_value(s.options.benchmark_flags, "benchmark_out_format");
-    file = std::make_unique<detail::RoundsReporter>(make_file_reporter(format), rounds, false);
+  if (file_inner) {
+    file = std::make_unique<detail::RoundsReporter>(std::move(file_inner), rounds, false);
   }
   std::size_t ran = 0;
   {
@@ -1677,6 +1680,7 @@ int run_traced_suite(const BenchOptions& options) {
   const std::string format = flag_value(options.benchmark_flags, "benchmark_format");
   const bool console = format.empty() || format == "console";
   auto reporter = make_reporter(format, console);
+  auto file_reporter = make_file_reporter(options);
   // The database is opened (and its schema migrated) before any measurement, so a bad --db
   // fails fast and a failure never costs a run's worth of measurements.
   if (options.write_db) s.store = std::make_unique<db::ResultsStore>(options.db_path);
@@ -1687,7 +1691,8 @@ int run_traced_suite(const BenchOptions& options) {
   if (s.store) begin_stored_run(s, run, probes, refs, out);
   std::fflush(out);
   register_benchmarks(s);
-  const std::size_t ran = run_benchmarks(s, std::move(reporter), console);
+  const std::size_t ran =
+      run_benchmarks(s, std::move(reporter), std::move(file_reporter), console);
   if (detail::SupervisedRun* supervisor = detail::SupervisedRun::current()) {
     supervisor->report_done();
   }

@@ -338,6 +338,10 @@ case "$case_name" in
     grep -qE "logical cores, at most 1024\)" "$tmp/err" || fail "--threads: the bound is not explained"
     expect_fail 2 "--repetitions: '0' is not a whole number >= 1" "$ka_bench" --suite smoke --db "$tmp/ka.db" --repetitions 0
     expect_fail 2 "--min-time: 'nan' is not a finite number > 0" "$ka_bench" --suite smoke --db "$tmp/ka.db" --min-time nan
+    # ka-bench's rounds are its repetitions (Note [Interleaved rounds]); a --benchmark_out
+    # format it cannot write is refused before anything runs.
+    expect_fail 2 "ka-bench: error: --benchmark_repetitions: ka-bench sets it; use --repetitions N" "$ka_bench" --suite smoke --db "$tmp/ka.db" --benchmark_repetitions=3
+    expect_fail 2 "ka-bench: error: --benchmark_out_format='csv': expected json or console" "$ka_bench" --suite smoke --db "$tmp/ka.db" --benchmark_out="$tmp/o.json" --benchmark_out_format=csv
     expect_fail 2 "ka-bench: error: --db '': the results go to this database" "$ka_bench" --suite smoke --db '' "${quick[@]}"
     expect_fail 2 "ka-bench: error: --db ':memory:': the results go to this database" "$ka_bench" --suite smoke --db :memory: "${quick[@]}"
     for bad in 0 -1 abc 100000; do
