@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "pool_warmup.hpp"
 #include "isa_paths.hpp"
 #include "unary_references.hpp"
 #include "torch_view.hpp"
@@ -579,6 +580,7 @@ TEST(ElementwiseCpu, WarmCallsAllocateNothing) {
     args.inputs[1] = view_of(y);
     args.program = binary_program(EwOp::kAdd);
     const LaunchConfig cfg = config(n == 1 ? 32768 : 4096, 2);
+    test::on_each_pool_thread(2, [&] { ASSERT_TRUE(elementwise_f32_cpu(args, cfg).is_ok()); });
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(elementwise_f32_cpu(args, cfg).is_ok());
     const long before = ka_test_allocation_count();
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(elementwise_f32_cpu(args, cfg).is_ok());

@@ -2,16 +2,13 @@
 // only grow, validation builds no strings unless it refuses, and the tasks handed to the
 // thread pool fit std::function's inline storage.
 #include "alloc_counter.hpp"
+#include "pool_warmup.hpp"
 
 #include <ka/core/fingerprint.hpp>
-#include <ka/core/thread_pool.hpp>
 #include <ka/kernels/gemm.hpp>
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <atomic>
-#include <functional>
 #include <thread>
 #include <vector>
 
@@ -33,26 +30,10 @@ struct Problem {
   }
 };
 
-// Runs fn once on each pool thread that a call on `threads` threads uses (the caller and
-// workers 0 .. threads-2), all at once: each block waits until every block has started, so no
-// thread runs two. A GEMM called inside runs inline on that thread.
-void on_each_pool_thread(std::int64_t threads, const std::function<void()>& fn) {
-  const int n = static_cast<int>(std::min<std::int64_t>(threads, ThreadPool::global().max_threads()));
-  std::atomic<int> started{0};
-  ThreadPool::global().parallel_for(n, n, [&](std::int64_t) {
-    started.fetch_add(1);
-    while (started.load() < n) std::this_thread::yield();
-    fn();
-  });
-}
-
 // Allocations made by `calls` calls of the GEMM once warm: after every pool thread the config
 // uses has run the GEMM once (its private buffers grow then, once) and `warm_up` more calls.
-// Which pool thread runs which part of a call is up to the scheduler, and on a loaded machine
-// a helper may run its first part only after many calls, so the warm-up runs the GEMM on each
-// of them itself.
 long allocations_when_warm(Problem& p, const LaunchConfig& config, int warm_up, int calls) {
-  on_each_pool_thread(config.get_or("threads", 1),
+  test::on_each_pool_thread(config.get_or("threads", 1),
                       [&] { EXPECT_TRUE(gemm_f32_cpu(p.args, config).is_ok()); });
   for (int i = 0; i < warm_up; ++i) EXPECT_TRUE(gemm_f32_cpu(p.args, config).is_ok());
   const long before = ka_test_allocation_count();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "alloc_counter.hpp"
+#include "pool_warmup.hpp"
 #include "isa_paths.hpp"
 #include "torch_view.hpp"
 
@@ -502,6 +503,7 @@ TEST(ReductionCpu, WarmCallsAllocateNothing) {
     return softmax_f32_cpu(sm, cfg).is_ok() && layer_norm_f32_cpu(ln, cfg).is_ok() &&
            sum_f32_cpu(su, cfg).is_ok() && sum_f32_cpu(split, cfg).is_ok();
   };
+  test::on_each_pool_thread(2, [&] { ASSERT_TRUE(all()); });
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(all());
   const long before = ka_test_allocation_count();
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(all());
