@@ -672,14 +672,17 @@ const at::Tensor& bool_mask_arg(const NodeArgs& n, Device device) {
   return t;
 }
 
-// The value of a scale node's 0-dim operand (the one that is not the chain link), which the
-// FusionChecker saw to be a graph input or constant: its data is there while extracting.
+// The value of a scale node's 0-dim operand (the one that is not the chain link), read while
+// extracting: only a graph input or constant (NodeArgs::fixed_args) holds its data then.
 double zero_dim_scale(const NodeArgs& n) {
-  const c10::IValue& v = *n.args[n.link_arg == 0 ? 1 : 0];
-  const bool ok = v.isTensor() && v.toTensor().defined() && v.toTensor().dim() == 0 &&
-                  at::isFloatingType(v.toTensor().scalar_type()) && v.toTensor().is_cpu();
+  const int arg = n.link_arg == 0 ? 1 : 0;
+  const c10::IValue& v = *n.args[arg];
+  const bool ok = ((n.fixed_args >> arg) & 1U) != 0 && v.isTensor() && v.toTensor().defined() &&
+                  v.toTensor().dim() == 0 && at::isFloatingType(v.toTensor().scalar_type()) &&
+                  v.toTensor().is_cpu();
   KA_CHECK_TYPE(NotImplementedError, ok, n.spec->signature,
-                ": not fused as attention: the scale is not a floating 0-dim CPU tensor");
+                ": not fused as attention: the scale is not a floating 0-dim CPU tensor that is a "
+                "graph input or constant");
   return v.toTensor().item<double>();
 }
 
