@@ -63,6 +63,18 @@ int env_thread_limit() {
   return static_cast<int>(*value);
 }
 
+std::int64_t env_packed_weights_bytes() {
+  constexpr std::int64_t kDefaultMib = 1024;
+  constexpr std::int64_t kMaxMib = std::int64_t{1} << 30;  // no overflow in bytes
+  const char* env = std::getenv("KA_PACKED_WEIGHTS_MIB");
+  if (env == nullptr || *env == '\0') return kDefaultMib << 20;
+  const auto value = parse_int64(env);
+  KA_CHECK(value.has_value() && *value >= 0 && *value <= kMaxMib, "KA_PACKED_WEIGHTS_MIB=",
+           quoted(env), ": expected a whole number of MiB from 0 (pack on every call) to ",
+           kMaxMib);
+  return *value << 20;
+}
+
 std::optional<spdlog::level::level_enum> log_level_from_name(std::string_view name) {
   using spdlog::level::level_enum;
   static const std::pair<std::string_view, level_enum> kNames[] = {
@@ -80,6 +92,7 @@ std::optional<spdlog::level::level_enum> log_level_from_name(std::string_view na
 
 void check_environment() {
   env_thread_limit();
+  env_packed_weights_bytes();
   if (const char* env = std::getenv("KA_LOG_LEVEL"); env != nullptr && *env != '\0') {
     KA_CHECK(log_level_from_name(env).has_value(), "KA_LOG_LEVEL=", quoted(env),
              ": expected one of ", kLogLevelNames);

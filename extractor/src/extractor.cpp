@@ -1,5 +1,6 @@
 // The extraction state machine, the launch-config cache and the built-in kernel registrations.
 #include "graph_fusion.hpp"
+#include "packed_weights.hpp"
 #include <ka/extractor/detail/ops.hpp>
 
 #include <ka/core/error.hpp>
@@ -65,6 +66,12 @@ Status launch_cuda(const void* args, const LaunchConfig& config, void* stream) {
   return Launch(*static_cast<const Args*>(args), config, stream);
 }
 
+// A kernel entry point `Fn` over packed arguments of type Args.
+template <class Args, auto Fn, class... Rest>
+auto with_args(const void* args, Rest... rest) {
+  return Fn(*static_cast<const Args*>(args), rest...);
+}
+
 struct Family {
   kernels::OpFamily family;
   KernelLaunchers cpu;
@@ -80,7 +87,9 @@ Family family_of(OpKind kind) {
               {nullptr, &launch_cuda<ElementwiseArgs, &elementwise_f32_cuda>}};
     case OpKind::kGemm:
       return {OpFamily::kGemm,
-              {&prepare_cpu<AddmmArgs, &prepare_gemm_f32_cpu>, nullptr},
+              {&prepare_cpu<AddmmArgs, &prepare_gemm_f32_cpu>, nullptr,
+               &with_args<AddmmArgs, &gemm_f32_cpu_mat2_layout>,
+               &with_args<AddmmArgs, &pack_gemm_f32_cpu_mat2>},
               {nullptr, &launch_cuda<AddmmArgs, &gemm_f32_cuda>}};
     case OpKind::kBmm:
       return {OpFamily::kBmm,
@@ -829,7 +838,24 @@ struct ExtractedTask {
 struct TaskState {
   ParamBuffer buffer;
   Packed packed;
+  at::Tensor packed_mat2;  ///< a constant weight packed once, which the kernel's args point into
 };
+
+// Hands a CPU GEMM whose mat2 is a run constant that weight packed once, in the layout its
+// config packs in (Note [Constant weights packed once]).
+void attach_packed_weight(const KernelEntry& entry, const LaunchConfig& config, TaskState& state) {
+  const Packed::ConstantMat2& constant = state.packed.constant_mat2;
+  const KernelLaunchers& run = entry.launchers;
+  if (constant.slot == nullptr || run.mat2_layout_cpu == nullptr || run.pack_mat2_cpu == nullptr) {
+    return;
+  }
+  const std::optional<kernels::PackedMat2Layout> layout = run.mat2_layout_cpu(state.packed.args, config);
+  if (!layout) return;
+  const void* args = state.packed.args;
+  state.packed_mat2 = detail::packed_weight(constant.owner, constant.view, *layout,
+                                            [&](float* out) { run.pack_mat2_cpu(args, *layout, out); });
+  if (state.packed_mat2.defined()) *constant.slot = {state.packed_mat2.data_ptr<float>(), *layout};
+}
 
 // "fused::ew_chain[aten::mul.Tensor+aten::add.Tensor]" for a fused group, the signature for
 // a single op.
@@ -858,11 +884,18 @@ class GraphExtraction {
     for (const OpGraph::Node& node : graph.nodes) {
       auto& ptrs = arg_ptrs_.emplace_back();
       std::uint32_t fixed = 0;
+      std::uint32_t constant = 0;
       for (int v : node.inputs) {
-        if (ptrs.size() < 32 && !made_[static_cast<std::size_t>(v)]) fixed |= 1U << ptrs.size();
-        ptrs.push_back(&graph.values[static_cast<std::size_t>(v)]);
+        const auto value = static_cast<std::size_t>(v);
+        if (ptrs.size() < 32 && !made_[value]) fixed |= 1U << ptrs.size();
+        if (ptrs.size() < 32 && !made_[value] && value < graph.run_constants.size() &&
+            graph.run_constants[value]) {
+          constant |= 1U << ptrs.size();
+        }
+        ptrs.push_back(&graph.values[value]);
       }
       fixed_args_.push_back(fixed);
+      constant_args_.push_back(constant);
     }
   }
 
@@ -877,7 +910,8 @@ class GraphExtraction {
     for (int k = 0; k < g.count; ++k) {
       const auto i = static_cast<std::size_t>(g.first + k);
       nodes.push_back({specs_[i], arg_ptrs_[i].data(), static_cast<int>(arg_ptrs_[i].size()),
-                       k == 0 ? -1 : view.link_arg[i - view.begin], fixed_args_[i]});
+                       k == 0 ? -1 : view.link_arg[i - view.begin], fixed_args_[i],
+                       constant_args_[i]});
     }
     const GroupArgs group{g.kind, nodes.data(), g.count};
     const char* signature = group_signature(group);
@@ -911,6 +945,7 @@ class GraphExtraction {
     }
     at_.stage = Stage::kConfigure;
     const CachedConfig& cfg = impl_.config_for(entry, state->packed);
+    if (device.type == DeviceType::kCPU) attach_packed_weight(entry, cfg.config, *state);
     at_.stage = Stage::kSubmit;
     ExtractedTask ex;
     ex.task = make_task(entry, device, cfg, *state, signature);
@@ -982,8 +1017,9 @@ class GraphExtraction {
   const std::vector<const OpSpec*>& specs_;
   GraphPosition& at_;
   std::vector<std::vector<const c10::IValue*>> arg_ptrs_;
-  std::vector<std::uint32_t> fixed_args_;  // per node: NodeArgs::fixed_args
-  std::vector<bool> made_;                 // per value: a node makes it (made_by_nodes)
+  std::vector<std::uint32_t> fixed_args_;     // per node: NodeArgs::fixed_args
+  std::vector<std::uint32_t> constant_args_;  // per node: NodeArgs::constant_args
+  std::vector<bool> made_;                    // per value: a node makes it (made_by_nodes)
 };
 
 // CPU tasks go to the executor in one batch (their MemRanges order them), CUDA tasks to the

@@ -464,6 +464,8 @@ void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   at::Tensor mat2;
   std::vector<std::int64_t> out_shape;  // only for linear on >2-D input
   const GemmForm form = gemm_form(op);
+  // The argument whose data mat2 is: linear's weight, else the schema's mat2.
+  const int mat2_arg = form == GemmForm::kMm || form == GemmForm::kLinear ? 1 : 2;
   if (form == GemmForm::kMm) {
     mat1 = tensor_arg(n, 0, "self", out.device);
     mat2 = tensor_arg(n, 1, "mat2", out.device);
@@ -518,6 +520,9 @@ void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   add_range(out, mat2, Access::kRead);
   add_range(out, result, Access::kWrite);
   out.result = out_shape.empty() ? result : result.view(out_shape);
+  if (((n.constant_args >> mat2_arg) & 1U) != 0) {
+    out.constant_mat2 = {n.args[mat2_arg]->toTensor(), args->mat2, &args->mat2_packed};
+  }
   out.temporaries[0] = std::move(mat1);  // a reshape may have copied: keep it alive
   out.temporaries[1] = std::move(mat2);
   if (bias != nullptr) add_key(out, args->self);

@@ -134,6 +134,9 @@ struct TileJob {
   detail::MicroKernelInfo micro;
   std::int64_t tile_m, tile_n, tile_k, tiles_n, tiles_per_batch;
   std::int64_t block_m;  ///< rows of A packed per L2 block (MC); 0: sized to the L2
+  /// B packed whole before the run (PackedMat2Layout, in this job's tile_k and micro width),
+  /// or null: each task packs its panels.
+  const float* b_packed;
 };
 
 struct SkinnyJob {
@@ -249,18 +252,23 @@ void run_tile(const TileJob& job, std::int64_t block) {
   const std::int64_t mc = a_block_rows(job.block_m, std::min(job.tile_k, job.shape.k), mb);
   PackBuffers& buf = pack_buffers();
   const auto a_need = static_cast<std::size_t>(mc * job.tile_k + detail::kPackSlack);
-  const auto b_need = static_cast<std::size_t>(ceil_div(nb, nr) * nr * job.tile_k);
+  const auto b_need =
+      job.b_packed != nullptr ? 0 : static_cast<std::size_t>(ceil_div(nb, nr) * nr * job.tile_k);
   if (buf.a.size() < a_need) buf.a.resize(a_need);
   if (buf.b.size() < b_need) buf.b.resize(b_need);
 
+  const std::int64_t padded_n = ceil_div(job.shape.n, nr) * nr;
   for (std::int64_t k0 = 0; k0 < job.shape.k; k0 += job.tile_k) {
     const std::int64_t kb = std::min(job.tile_k, job.shape.k - k0);
     const bool last_k = k0 + job.tile_k >= job.shape.k;
-    job.micro.pack_b(b, job.b_rs, job.b_cs, k0, kb, j0, nb, nr, buf.b.data());
+    // A K block of the packed B starts at row k0 of every sliver; the task's first sliver is
+    // column j0's (j0 is a multiple of nr when B is packed ahead).
+    const float* bp = job.b_packed != nullptr ? job.b_packed + k0 * padded_n + j0 * kb : buf.b.data();
+    if (job.b_packed == nullptr) job.micro.pack_b(b, job.b_rs, job.b_cs, k0, kb, j0, nb, nr, buf.b.data());
     for (std::int64_t ib = 0; ib < mb; ib += mc) {
       const std::int64_t rows = std::min(mc, mb - ib);
       job.micro.pack_a(a, job.a_rs, job.a_cs, i0 + ib, rows, k0, kb, buf.a.data());
-      multiply_block(job, buf.a.data(), buf.b.data(), kb, out, i0 + ib, rows, j0, nb, last_k);
+      multiply_block(job, buf.a.data(), bp, kb, out, i0 + ib, rows, j0, nb, last_k);
     }
   }
 }
@@ -788,6 +796,61 @@ TileJob tile_job(const LaunchConfig& config, const GemmShape& s) {
 
 }  // namespace
 
+std::int64_t PackedMat2Layout::floats() const noexcept {
+  return cols <= 0 ? 0 : k * ceil_div(n, cols) * cols;
+}
+
+namespace {
+
+// Whether the tiled path can read a B packed whole in `job`'s layout: every task's columns
+// start on a sliver boundary.
+bool reads_packed_b(const TileJob& job) {
+  return job.tiles_n == 1 || job.tile_n % job.micro.cols == 0;
+}
+
+PackedMat2Layout packed_b_layout(const TileJob& job) {
+  return {job.shape.k, job.shape.n, std::min(job.tile_k, job.shape.k),
+          static_cast<std::int64_t>(job.micro.cols),
+          reinterpret_cast<const void*>(job.micro.pack_b)};
+}
+
+// The tiled job of a GEMM `args` whose config `check_gemm_point` accepted, without operands.
+std::optional<TileJob> tiled_job_of(const AddmmArgs& args, const LaunchConfig& config,
+                                    GemmShape& s) {
+  s = detail::validate_addmm(args, DeviceType::kCPU);
+  if (config.get_or("skinny", 0) == 1 || s.m == 0 || s.n == 0 || s.k == 0) return std::nullopt;
+  return tile_job(config, s);
+}
+
+}  // namespace
+
+std::optional<PackedMat2Layout> gemm_f32_cpu_mat2_layout(const AddmmArgs& args,
+                                                         const LaunchConfig& config) {
+  GemmShape s;
+  const std::optional<TileJob> job = tiled_job_of(args, config, s);
+  if (!job || job->micro.fn == nullptr || !reads_packed_b(*job)) return std::nullopt;
+  const bool streamed = args.mat2.stride(1) == 1 || args.mat2.stride(0) == 1 || s.n <= 1;
+  if (!check_gemm_point(gemm_f32_cpu_descriptor(), s, 1, streamed, config)) return std::nullopt;
+  return packed_b_layout(*job);
+}
+
+void pack_gemm_f32_cpu_mat2(const AddmmArgs& args, const PackedMat2Layout& layout, float* out) {
+  const GemmShape s = detail::validate_addmm(args, DeviceType::kCPU);
+  const detail::MicroKernelInfo micro = micro_kernel_of_width(layout.cols);
+  KA_CHECK(s.k == layout.k && s.n == layout.n && micro.cols == layout.cols &&
+               reinterpret_cast<const void*>(micro.pack_b) == layout.pack && layout.tile_k > 0,
+           "pack_gemm_f32_cpu_mat2: the layout (", layout.k, " x ", layout.n, ", K blocks of ",
+           layout.tile_k, ", ", layout.cols, " wide) is not one of this GEMM (", s.k, " x ", s.n,
+           ") on the ", gemm_cpu_isa(), " path");
+  const float* b = args.mat2.data_as<const float>();
+  const std::int64_t padded_n = ceil_div(s.n, layout.cols) * layout.cols;
+  for (std::int64_t k0 = 0; k0 < s.k; k0 += layout.tile_k) {
+    const std::int64_t kb = std::min(layout.tile_k, s.k - k0);
+    micro.pack_b(b, args.mat2.stride(0), args.mat2.stride(1), k0, kb, 0, s.n, layout.cols,
+                 out + k0 * padded_n);
+  }
+}
+
 Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
                             CpuLaunch& launch) {
   const GemmShape s = detail::validate_addmm(args, DeviceType::kCPU);
@@ -846,6 +909,10 @@ Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
   job.alpha = args.alpha;
   job.beta = args.beta;
   job.epilogue = args.epilogue;
+  if (args.mat2_packed.data != nullptr && reads_packed_b(job) &&
+      args.mat2_packed.layout == packed_b_layout(job)) {
+    job.b_packed = args.mat2_packed.data;
+  }
   launch.bind<TileJob, run_tile>(job, job.tiles_per_batch, threads);
   return Status::ok();
 }

@@ -254,6 +254,22 @@ bool writes_an_argument(const torch::jit::Node& node) {
   });
 }
 
+// Whether `node`, which writes an argument, writes one whose data is constant (`constant_data`
+// per value; `inputs` the node's input values): its schema's written arguments, or every
+// input of a node without a schema.
+bool writes_constant_data(const torch::jit::Node& node, const std::vector<int>& inputs,
+                          const std::vector<bool>& constant_data) {
+  const c10::FunctionSchema* schema = node.maybeSchema();
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const bool written = schema == nullptr ||
+                         (i < schema->arguments().size() &&
+                          schema->arguments()[i].alias_info() != nullptr &&
+                          schema->arguments()[i].alias_info()->isWrite());
+    if (written && constant_data[static_cast<std::size_t>(inputs[i])]) return true;
+  }
+  return false;
+}
+
 // Note [Hoisted metadata nodes]
 // A node that reads only metadata (Note [What a fallback reads]: a view, size, list glue,
 // int arithmetic) moves up to just after the last node that defines one of its inputs, or
@@ -342,6 +358,7 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
   };
   std::vector<bool> writes;
   std::vector<bool> movable;
+  bool writes_constants = false;  // a node writes constant data (or a view of it)
   for (torch::jit::Node* node : graph.nodes()) {
     ++position;
     if (node->kind() == c10::prim::Constant) {
@@ -351,6 +368,10 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
       const auto v = constant_value(*node);
       KA_CHECK(v.has_value(), "graph constant %", node->output()->debugName(), " has no value");
       define_constant(node->output(), *v);
+      if (v->isTensor()) {
+        g.run_constants.resize(g.values.size(), false);
+        g.run_constants.back() = true;
+      }
       continue;
     }
     if (auto list = folded_int_list(*node, g, index)) {
@@ -375,6 +396,7 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
     }
     const bool writes_arg = writes_an_argument(*node);
     const bool pure = !writes_arg && !node->isNondeterministic();
+    writes_constants = writes_constants || (writes_arg && writes_constant_data(*node, n.inputs, constant_data));
     for (const torch::jit::Value* out : node->outputs()) n.outputs.push_back(define(out, {}));
     constant_data.resize(g.values.size(), pure && reads_constants);
     n.fallback = std::move(*fallback);
@@ -384,6 +406,9 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
     g.nodes.push_back(std::move(n));
   }
   for (const torch::jit::Value* out : graph.outputs()) g.outputs.push_back(value_of(out));
+  // All of a run is extracted before its tasks run: a weight packed then would miss a write
+  // a node makes later in the same run (Note [Constant weights packed once]).
+  if (writes_constants) g.run_constants.clear();
   hoist_metadata_nodes(g, writes, movable);
   return g;
 }

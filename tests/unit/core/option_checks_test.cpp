@@ -82,6 +82,27 @@ TEST(OptionChecks, KaNumThreadsOutOfRangeIsAnError) {
   EXPECT_EQ(env_thread_limit(), 0) << "unset";
 }
 
+TEST(OptionChecks, KaPackedWeightsMibIsAWholeNumberOfMib) {
+  EXPECT_EQ(env_packed_weights_bytes(), std::int64_t{1024} << 20) << "unset: 1 GiB";
+  {
+    const ScopedEnv env("KA_PACKED_WEIGHTS_MIB", "0");
+    EXPECT_EQ(env_packed_weights_bytes(), 0);
+  }
+  {
+    const ScopedEnv env("KA_PACKED_WEIGHTS_MIB", "3");
+    EXPECT_EQ(env_packed_weights_bytes(), std::int64_t{3} << 20);
+  }
+  for (const char* bad : {"-1", "1.5", "lots", "9999999999999"}) {
+    SCOPED_TRACE(bad);
+    const ScopedEnv env("KA_PACKED_WEIGHTS_MIB", bad);
+    const std::string message = value_error_of([] { check_environment(); });
+    EXPECT_NE(message.find(std::string("KA_PACKED_WEIGHTS_MIB='") + bad +
+                           "': expected a whole number of MiB from 0"),
+              std::string::npos)
+        << message;
+  }
+}
+
 TEST(OptionChecks, KaLogLevelMustNameALevel) {
   EXPECT_EQ(log_level_from_name("warn"), spdlog::level::warn);
   EXPECT_EQ(log_level_from_name("off"), spdlog::level::off);

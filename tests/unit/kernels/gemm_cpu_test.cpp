@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,61 @@ TEST(GemmCpu, StridedAndTransposedInputs) {
   const at::Tensor bias_wide = at::rand({90});
   expect_matches(bias_wide.slice(0, 0, 90, 2), wide.slice(1, 0, 62, 2), weight.t(), 1.0F, 1.0F,
                  cfg, "sliced mat1 and bias");
+}
+
+// A mat2 packed ahead (Note [Constant weights packed once]) gives the very floats packing on
+// every call gives (same panels, same order of sums): every width of every ISA, K blocks
+// with a short last one, edge slivers, row-major and transposed B, several column tasks.
+// A layout that is not the config's is ignored, and a config that packs no B (skinny) has no
+// layout.
+TEST(GemmCpu, PackedMat2GivesTheSameResult) {
+  at::manual_seed(12);
+  const std::vector<Shape> shapes = {{37, 53, 71}, {128, 300, 200}, {9, 17, 1}, {64, 96, 97}};
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    for (const std::int64_t width : gemm_cpu_micro_widths()) {
+      for (const Shape& s : shapes) {
+        for (const bool transposed : {false, true}) {
+          const at::Tensor a = at::rand({s.m, s.k}) * 2 - 1;
+          const at::Tensor b = transposed ? (at::rand({s.n, s.k}) * 2 - 1).t()
+                                          : at::rand({s.k, s.n}) * 2 - 1;
+          const at::Tensor bias = at::rand({s.n});
+          LaunchConfig cfg = config(48, width * 2, 64, 2);
+          cfg.set("micro_n", width);
+          const std::string what = isa + " " + std::to_string(s.m) + "x" + std::to_string(s.k) +
+                                   "x" + std::to_string(s.n) + (transposed ? " B^T " : " ") +
+                                   cfg.str();
+          at::Tensor plain = at::empty({s.m, s.n});
+          AddmmArgs args = mm_args(plain, a, b);
+          args.self = view_of(bias);
+          ASSERT_TRUE(gemm_f32_cpu(args, cfg).is_ok()) << what;
+          const std::optional<PackedMat2Layout> layout = gemm_f32_cpu_mat2_layout(args, cfg);
+          ASSERT_TRUE(layout.has_value()) << what;
+          EXPECT_EQ(layout->cols, width) << what;
+          std::vector<float> packed(static_cast<std::size_t>(layout->floats()), std::nanf(""));
+          pack_gemm_f32_cpu_mat2(args, *layout, packed.data());
+          at::Tensor from_packed = at::empty({s.m, s.n});
+          args.out = view_of(from_packed);
+          args.mat2_packed = {packed.data(), *layout};
+          ASSERT_TRUE(gemm_f32_cpu(args, cfg).is_ok()) << what;
+          EXPECT_TRUE(at::equal(plain, from_packed)) << what;
+          expect_matches(bias, a, b, 1.0F, 1.0F, cfg, what);
+          // Packed in another layout (deeper K blocks): ignored, so still right.
+          PackedMat2Layout other = *layout;
+          other.tile_k = layout->tile_k + 8;
+          std::vector<float> wrong(static_cast<std::size_t>(other.floats()), 1e30F);
+          args.mat2_packed = {wrong.data(), other};
+          at::Tensor ignored = at::empty({s.m, s.n});
+          args.out = view_of(ignored);
+          ASSERT_TRUE(gemm_f32_cpu(args, cfg).is_ok()) << what;
+          EXPECT_TRUE(at::equal(plain, ignored)) << what << " (a foreign layout was read)";
+        }
+      }
+    }
+    at::Tensor out = at::empty({4, 64});
+    AddmmArgs skinny = mm_args(out, at::rand({4, 32}), at::rand({32, 64}));
+    EXPECT_FALSE(gemm_f32_cpu_mat2_layout(skinny, config(0, 64, 256, 1, 1)).has_value()) << isa;
+  }
 }
 
 TEST(GemmCpu, ThreadCountsAgree) {

@@ -4,6 +4,7 @@
 
 #include <spdlog/common.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,11 @@ std::string thread_count_error(std::string_view text);
 /// [1, max_threads()].
 int env_thread_limit();
 
+/// KA_PACKED_WEIGHTS_MIB in bytes: how much memory constant weights packed once may take
+/// (Note [Constant weights packed once]); 1024 MiB when unset or empty, 0 packs on every call.
+/// Throws ka::ValueError naming the variable and its value unless a whole number of MiB >= 0.
+std::int64_t env_packed_weights_bytes();
+
 /// The names KA_LOG_LEVEL accepts, for messages.
 inline constexpr const char* kLogLevelNames = "trace, debug, info, warn, error, critical or off";
 
@@ -39,7 +45,7 @@ inline constexpr const char* kLogLevelNames = "trace, debug, info, warn, error, 
 std::optional<spdlog::level::level_enum> log_level_from_name(std::string_view name);
 
 /// Throws ka::ValueError naming the variable, its value and what is accepted when
-/// KA_NUM_THREADS or KA_LOG_LEVEL is set to a value ka refuses. Tools call it as they start.
+/// KA_NUM_THREADS, KA_LOG_LEVEL or KA_PACKED_WEIGHTS_MIB is set to a value ka refuses. Tools call it as they start.
 void check_environment();
 
 /// Throws ka::ValueError naming `option` when `path` names no file ('' or ':memory:'): a tool

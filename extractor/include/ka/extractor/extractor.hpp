@@ -67,7 +67,25 @@ struct OpGraph {
   std::vector<c10::IValue> values;
   std::vector<Node> nodes;
   std::vector<int> outputs;  ///< Values the caller reads after the run (kept materialised).
+  /// Per value (none past its end): a tensor constant that every run of this graph reads
+  /// unchanged, the same tensor each time (a frozen module's weight that no node writes), so
+  /// work on its data may be kept across runs (Note [Constant weights packed once]).
+  std::vector<bool> run_constants;
 };
+
+/// What the constant weights packed once hold and did, process-wide (Note [Constant weights
+/// packed once]).
+struct PackedWeightsStats {
+  std::int64_t packs = 0;        ///< weights packed (first use, or written since)
+  std::int64_t reuses = 0;       ///< GEMMs that read a weight an earlier extraction packed
+  std::int64_t over_budget = 0;  ///< GEMMs that packed per call, KA_PACKED_WEIGHTS_MIB full
+  std::int64_t entries = 0;      ///< packed weights held now
+  std::int64_t bytes = 0;        ///< their bytes
+  std::int64_t budget_bytes = 0;
+};
+PackedWeightsStats packed_weights_stats();
+/// Drops every packed weight (a task prepared with one keeps it until it is destroyed).
+void clear_packed_weights();
 
 /// Fallback task ids have this bit set; the executor's ids never do.
 inline constexpr std::uint64_t kFallbackTaskIds = std::uint64_t{1} << 62;

@@ -5,11 +5,13 @@
 #include <ka/core/launch_config.hpp>
 #include <ka/core/status.hpp>
 #include <ka/kernels/cpu_launch.hpp>
+#include <ka/kernels/gemm.hpp>
 #include <ka/kernels/kernel_descriptor.hpp>
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +26,12 @@ struct KernelLaunchers {
                         kernels::CpuLaunch& launch) = nullptr;
   /// CUDA: enqueues on `stream`. Null for a CPU-only kernel.
   Status (*launch_cuda)(const void* args, const LaunchConfig& config, void* stream) = nullptr;
+  /// CPU GEMMs, optional: the layout `config` packs mat2 in (nullopt: none) and the packing,
+  /// so that a constant weight is packed once (Note [Constant weights packed once]).
+  std::optional<kernels::PackedMat2Layout> (*mat2_layout_cpu)(const void* args,
+                                                              const LaunchConfig& config) = nullptr;
+  void (*pack_mat2_cpu)(const void* args, const kernels::PackedMat2Layout& layout,
+                        float* out) = nullptr;
 };
 
 /// One registration: `signature` (exact overload, `aten::add.Tensor`, or a fusion pattern,

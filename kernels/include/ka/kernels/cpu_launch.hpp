@@ -26,7 +26,7 @@ namespace ka::kernels {
 /// others). The scratch lives in the CpuLaunch, so one CpuLaunch object runs one call at a
 /// time; run_on_pool runs a copy.
 struct CpuLaunch {
-  static constexpr std::size_t kJobBytes = 256;
+  static constexpr std::size_t kJobBytes = 320;
   static constexpr int kScratch = 64;  ///< Partial results a split launch can hold.
 
   std::int64_t blocks = 0;  ///< Grid volume; 0 means there is nothing to do.

@@ -9,6 +9,7 @@
 #include <ka/kernels/tensor_view.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,32 @@ const char* to_string(Epilogue e) noexcept;
 /// [1, N], [M, 1] or [M, N]. When beta == 0, `self` is ignored (NaN/Inf in it do not
 /// propagate), as in PyTorch. Inputs may have any strides (transposed views included);
 /// `out` must be [M, N] and must not overlap the inputs.
+/// How the tiled CPU GEMM packs mat2 under one configuration (Note [CPU GEMM blocking]): K
+/// blocks of tile_k rows, each ceil(n / cols) slivers `cols` wide (kb x cols floats, zero-padded
+/// past n), written by the micro-kernel family's packing routine `pack`. Equal layouts of one
+/// matrix hold equal floats.
+struct PackedMat2Layout {
+  std::int64_t k = 0;
+  std::int64_t n = 0;
+  std::int64_t tile_k = 0;
+  std::int64_t cols = 0;
+  const void* pack = nullptr;  ///< identifies the packing routine (an ISA's)
+
+  /// Floats the packed matrix takes: k x ceil(n / cols) x cols.
+  [[nodiscard]] std::int64_t floats() const noexcept;
+  friend bool operator==(const PackedMat2Layout& a, const PackedMat2Layout& b) noexcept {
+    return a.k == b.k && a.n == b.n && a.tile_k == b.tile_k && a.cols == b.cols &&
+           a.pack == b.pack;
+  }
+};
+
+/// mat2 packed before the run (pack_gemm_mat2): a constant weight is packed once, not on every
+/// call (Note [Constant weights packed once]). `data` null: none.
+struct PackedMat2 {
+  const float* data = nullptr;
+  PackedMat2Layout layout;
+};
+
 struct AddmmArgs {
   TensorView out;
   TensorView self;
@@ -34,6 +61,9 @@ struct AddmmArgs {
   float beta = 1.0F;
   float alpha = 1.0F;
   Epilogue epilogue = Epilogue::kNone;  ///< out = act(beta * self + alpha * mat1 @ mat2)
+  /// mat2 already packed; the CPU GEMM reads it instead of packing mat2 when `config` packs in
+  /// exactly its layout, and ignores it otherwise. The caller keeps it equal to mat2's data.
+  PackedMat2 mat2_packed;
 };
 
 /// out[b] = mat1[b] @ mat2[b], as aten::bmm: mat1 [B, M, K], mat2 [B, K, N], out [B, M, N];
@@ -61,6 +91,13 @@ ShapeKey addmm_shape_key(std::int64_t m, std::int64_t k, std::int64_t n, bool wi
 /// Runs the blocked CPU GEMM. Throws ka::ValueError on inconsistent shapes, dtypes or
 /// devices (naming them); returns a not-ok Status when `config` cannot run this shape.
 Status gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config);
+/// The layout the CPU GEMM packs `args.mat2` in under `config`, or nullopt where that config
+/// packs no mat2 (the skinny paths stream it; an empty matrix) or cannot run the shape.
+std::optional<PackedMat2Layout> gemm_f32_cpu_mat2_layout(const AddmmArgs& args,
+                                                         const LaunchConfig& config);
+/// Packs `args.mat2` whole in `layout` (from gemm_f32_cpu_mat2_layout) into `out`, which holds
+/// layout.floats() floats.
+void pack_gemm_f32_cpu_mat2(const AddmmArgs& args, const PackedMat2Layout& layout, float* out);
 /// The same as a grid of blocks for ka's executor (see CpuLaunch); `args` must outlive it.
 Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
                             CpuLaunch& launch);

@@ -56,6 +56,9 @@ struct NodeArgs {
   /// Bit i: argument i already holds its final data while it is packed (an eager call's
   /// arguments; a graph's inputs and constants). See Note [0-dim operands as scalars].
   std::uint32_t fixed_args = 0;
+  /// Bit i: argument i is a graph constant every run reads unchanged (OpGraph::run_constants),
+  /// so work on its data may be kept across runs (Note [Constant weights packed once]).
+  std::uint32_t constant_args = 0;
 };
 
 /// fixed_args of a call whose every argument is given.
@@ -89,6 +92,13 @@ struct Packed {
   bool strided = false;  ///< Some input is non-contiguous (a strided kernel variant runs).
   /// Tensors the packer made (a reshape that had to copy) that the kernel reads.
   std::array<at::Tensor, 2> temporaries;
+  /// A GEMM whose mat2 is a graph constant's data (NodeArgs::constant_args), which may be
+  /// packed once (Note [Constant weights packed once]); `slot` null for any other group.
+  struct ConstantMat2 {
+    at::Tensor owner;                     ///< the graph constant
+    kernels::TensorView view;             ///< mat2 as the kernel reads it (owner, or owner.t())
+    kernels::PackedMat2* slot = nullptr;  ///< where the kernel's args take a packed mat2
+  } constant_mat2;
 };
 
 /// Validates the group's arguments and packs them; allocates the outputs. Throws
