@@ -3,6 +3,7 @@
 // timed by Google Benchmark's own loop instead of ka-bench's manual timing.
 //
 //   ka_gemm_plain_bench --benchmark_repetitions=5 --benchmark_filter=512
+//   ka_gemm_plain_bench --benchmark_filter='m:128/'   (prefill linears; mat2:2 packed ahead)
 //   KA_NUM_THREADS=1 ka_gemm_plain_bench ...   (the default config planned for one thread, as
 //                                               ka-bench --threads 1 uses)
 #include <ka/core/launch_config.hpp>
@@ -36,6 +37,9 @@ void BM_GemmPlain(benchmark::State& state) {
   const std::int64_t k = state.range(1);
   const std::int64_t n = state.range(2);
   const bool with_bias = state.range(3) != 0;  // aten::addmm (1) or aten::mm (0)
+  // mat2 as: 0 row-major; 1 a linear layer's weight [n, k] transposed; 2 that, packed ahead as
+  // a frozen module's weight is (Note [Constant weights packed once]).
+  const std::int64_t form = state.range(4);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0F, 1.0F);
   // 64-byte aligned, as libtorch's allocator (and so ka-bench's tensors) gives.
@@ -47,7 +51,8 @@ void BM_GemmPlain(benchmark::State& state) {
   ka::kernels::AddmmArgs args;
   args.out = ka::kernels::TensorView::contiguous(c.data(), ka::DType::kFloat32, cpu, {m, n});
   args.mat1 = ka::kernels::TensorView::contiguous(a.data(), ka::DType::kFloat32, cpu, {m, k});
-  args.mat2 = ka::kernels::TensorView::contiguous(b.data(), ka::DType::kFloat32, cpu, {k, n});
+  args.mat2 = form == 0 ? ka::kernels::TensorView::contiguous(b.data(), ka::DType::kFloat32, cpu, {k, n})
+                        : ka::kernels::TensorView::make(b.data(), ka::DType::kFloat32, cpu, {k, n}, {1, k});
   if (with_bias) {
     args.self = ka::kernels::TensorView::contiguous(bias.data(), ka::DType::kFloat32, cpu, {n});
   } else {
@@ -56,6 +61,17 @@ void BM_GemmPlain(benchmark::State& state) {
   const auto& d = ka::kernels::gemm_f32_cpu_descriptor();
   const ka::LaunchConfig config =
       d.default_config(ka::kernels::addmm_shape_key(m, k, n, with_bias));
+  std::vector<float> packed;
+  if (form == 2) {
+    const auto layout = ka::kernels::gemm_f32_cpu_mat2_layout(args, config);
+    if (!layout) {
+      state.SkipWithError("the default config packs no mat2");
+      return;
+    }
+    packed.resize(static_cast<std::size_t>(layout->floats()));
+    ka::kernels::pack_gemm_f32_cpu_mat2(args, *layout, packed.data());
+    args.mat2_packed = {packed.data(), *layout};
+  }
   for (auto _ : state) {
     if (!ka::kernels::gemm_f32_cpu(args, config)) state.SkipWithError("config refused");
     benchmark::ClobberMemory();
@@ -64,12 +80,21 @@ void BM_GemmPlain(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
-// ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16.
+// ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16;
+// then a 128-token prefill's linear layers (GPT-2/BERT MLP up and down, QKV) with the weight
+// transposed, packed per call and packed ahead.
 BENCHMARK(BM_GemmPlain)
-    ->Args({512, 512, 512, 0})
-    ->Args({512, 768, 3072, 1})
-    ->Args({1024, 3072, 768, 1})
-    ->Args({16, 4096, 4096, 0})
+    ->ArgNames({"m", "k", "n", "bias", "mat2"})
+    ->Args({512, 512, 512, 0, 0})
+    ->Args({512, 768, 3072, 1, 0})
+    ->Args({1024, 3072, 768, 1, 0})
+    ->Args({16, 4096, 4096, 0, 0})
+    ->Args({128, 768, 3072, 1, 1})
+    ->Args({128, 768, 3072, 1, 2})
+    ->Args({128, 3072, 768, 1, 1})
+    ->Args({128, 3072, 768, 1, 2})
+    ->Args({128, 768, 2304, 1, 1})
+    ->Args({128, 768, 2304, 1, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
