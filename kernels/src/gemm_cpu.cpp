@@ -36,6 +36,8 @@ namespace ka::kernels {
 // full slivers and any input strides (transposed views) cost nothing extra; edge micro-tiles go
 // through a small local buffer whose extra rows and columns are dropped. Packing is the
 // micro-kernel's ISA's (MicroKernelInfo::pack_a / pack_b; Note [Packing A by transposes]).
+// A B packed whole ahead of the run in the same slivers (AddmmArgs::mat2_packed, a constant
+// weight: Note [Constant weights packed once]) is read in place of the task's own packing.
 // The output is first set to beta * bias (or 0), then every K block adds alpha * A_block *
 // B_block; the micro-kernels prefetch their C tile when they start, as its rows are far
 // apart and were last touched a whole K block ago.
