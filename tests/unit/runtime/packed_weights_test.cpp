@@ -9,6 +9,7 @@
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/irparser.h>
 
 #include <memory>
 
@@ -18,18 +19,30 @@ namespace {
 using extractor::packed_weights_stats;
 
 // y = linear(x, weight, bias) with weight and bias as graph constants (as freezing leaves a
-// module's parameters); `write_first` adds 1 to the weight in place before the linear.
+// module's parameters); `write_first` adds 1 to the weight in place before the linear. The
+// graph is parsed with weight and bias as inputs, which then become constants: parseIR and
+// Graph::insertConstant keep c10's inline type casts out of this file, whose UBSan vptr
+// checks need a typeinfo that libtorch does not export (c10::DynamicType).
 std::shared_ptr<torch::jit::Graph> linear_graph(const at::Tensor& weight, const at::Tensor& bias,
                                                 bool write_first = false) {
+  const char* const plain = R"IR(
+graph(%x : Tensor, %w : Tensor, %b : Tensor):
+  %y : Tensor = aten::linear(%x, %w, %b)
+  return (%y))IR";
+  const char* const written = R"IR(
+graph(%x : Tensor, %w : Tensor, %b : Tensor):
+  %one : float = prim::Constant[value=1.]()
+  %alpha : int = prim::Constant[value=1]()
+  %w1 : Tensor = aten::add_(%w, %one, %alpha)
+  %y : Tensor = aten::linear(%x, %w, %b)
+  return (%y))IR";
   auto g = std::make_shared<torch::jit::Graph>();
-  torch::jit::Value* x = g->addInput("x");
-  x->setType(c10::TensorType::get());
-  torch::jit::Value* w = g->insertConstant(weight);
-  if (write_first) {
-    g->insert(c10::Symbol::fromQualString("aten::add_"), {w, 1.0});
-  }
-  torch::jit::Value* y = g->insert(c10::aten::linear, {x, w, g->insertConstant(bias)});
-  g->registerOutput(y);
+  torch::jit::parseIR(write_first ? written : plain, g.get());
+  g->setInsertPoint(g->block()->nodes().front());
+  g->inputs()[1]->replaceAllUsesWith(g->insertConstant(weight));
+  g->inputs()[2]->replaceAllUsesWith(g->insertConstant(bias));
+  g->eraseInput(2);
+  g->eraseInput(1);
   return g;
 }
 
