@@ -199,7 +199,7 @@ void run_query_block(const AttentionJob& job, std::int64_t block) {
   const std::int64_t nr = micro.cols;
   const std::int64_t a_slivers = ceil_div(rows, kMr);
   const std::int64_t rows_pad = a_slivers * kMr;
-  const std::int64_t lds = ceil_div(job.block_k, nr) * nr;
+  const std::int64_t lds = round_up(job.block_k, nr);
   const std::int64_t dv_slivers = ceil_div(job.dv, nr);
   const std::int64_t ldo = dv_slivers * nr;
 
@@ -297,8 +297,6 @@ AttentionShape validate(const AttentionArgs& a) {
 
 // ---- descriptor ----------------------------------------------------------------------------
 
-std::int64_t ceil_to(std::int64_t x, std::int64_t m) { return ceil_div(x, m) * m; }
-
 // The config's micro-kernel on the active ISA (micro_n 0: its default width).
 detail::MicroKernelInfo micro_of(const LaunchConfig& c) {
   return detail::micro_kernel_in_use(c.get_or("micro_n", 0));
@@ -372,7 +370,7 @@ KernelDescriptor make_descriptor() {
   d.canonical = [](const ShapeKey& key, const LaunchConfig& point) {
     const AttentionShape s = attention_shape(key);
     LaunchConfig c;
-    c.set("block_q", std::min(point.get_or("block_q", 0), ceil_to(s.sq, kMr)));
+    c.set("block_q", std::min(point.get_or("block_q", 0), round_up(s.sq, kMr)));
     c.set("block_k", std::min(point.get_or("block_k", 0), s.sk));
     c.set("micro_n", micro_of(point).cols);
     const std::int64_t blocks = s.batch * ceil_div(s.sq, c.get_or("block_q", 1));

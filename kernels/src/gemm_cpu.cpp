@@ -192,7 +192,7 @@ std::int64_t a_block_rows(std::int64_t block_m, std::int64_t kb, std::int64_t ro
   const std::int64_t fit =
       block_m > 0 ? block_m
                   : l2_budget_bytes() / 2 / (4 * std::max<std::int64_t>(kb, 1)) / mr * mr;
-  return std::min(std::max(fit, mr), ceil_div(rows, mr) * mr);
+  return std::min(std::max(fit, mr), round_up(rows, mr));
 }
 
 // out[i0 : i0 + rows_total, j0 : j0 + cols_total] += alpha * (packed A block) * (packed B
@@ -255,11 +255,11 @@ void run_tile(const TileJob& job, std::int64_t block) {
   PackBuffers& buf = pack_buffers();
   const auto a_need = static_cast<std::size_t>(mc * job.tile_k + detail::kPackSlack);
   const auto b_need =
-      job.b_packed != nullptr ? 0 : static_cast<std::size_t>(ceil_div(nb, nr) * nr * job.tile_k);
+      job.b_packed != nullptr ? 0 : static_cast<std::size_t>(round_up(nb, nr) * job.tile_k);
   if (buf.a.size() < a_need) buf.a.resize(a_need);
   if (buf.b.size() < b_need) buf.b.resize(b_need);
 
-  const std::int64_t padded_n = ceil_div(job.shape.n, nr) * nr;
+  const std::int64_t padded_n = round_up(job.shape.n, nr);
   for (std::int64_t k0 = 0; k0 < job.shape.k; k0 += job.tile_k) {
     const std::int64_t kb = std::min(job.tile_k, job.shape.k - k0);
     const bool last_k = k0 + job.tile_k >= job.shape.k;
@@ -481,12 +481,11 @@ constexpr std::int64_t kSkinnyWideTileK = 64;
 constexpr std::int64_t kWidestSkinnyTask = kMaxPackedB / (4 * kSkinnyWideTileK);
 
 std::int64_t skinny_task_cols(std::int64_t n, std::int64_t hw) {
-  const auto round_up_64 = [](std::int64_t v) { return ceil_div(v, 64) * 64; };
   const std::int64_t threads = std::max<std::int64_t>(hw, 1);
   if (std::string_view(active_micro_kernel().isa) == "avx2") {
     std::int64_t parts = threads;
-    while (round_up_64(ceil_div(n, parts)) > kWidestSkinnyTask) parts += threads;
-    return round_up_64(ceil_div(n, parts));
+    while (round_up(ceil_div(n, parts), 64) > kWidestSkinnyTask) parts += threads;
+    return round_up(ceil_div(n, parts), 64);
   }
   std::int64_t cols = 64;
   while (cols < 2048 && cols < ceil_div(n, threads)) cols *= 2;
@@ -501,7 +500,6 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   // tasks until every thread has one: N first while tasks stay at least 256 wide (the other
   // thread packs its own columns of B and re-packs A, the smaller cost for wide shapes), else
   // M.
-  const auto round_up = [](std::int64_t v, std::int64_t q) { return ceil_div(v, q) * q; };
   const std::int64_t nb = std::max<std::int64_t>(batch, 1);
   constexpr std::int64_t kTileK = 256;
   const std::int64_t m = std::max<std::int64_t>(s.m, 1);
@@ -509,7 +507,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   // Cut M and N into equal parts (multiples of the micro-tile), so threads get equal work.
   std::int64_t m_parts = 1;
   std::int64_t n_parts = ceil_div(n, kMaxPackedB / (4 * kTileK));
-  const auto tile_rows = [&] { return round_up(ceil_div(m, m_parts), 6); };
+  const auto tile_rows = [&] { return round_up(ceil_div(m, m_parts), detail::kMicroRows); };
   const auto tile_cols = [&] { return round_up(ceil_div(n, n_parts), 32); };
   // Below ~0.2 MFLOP (a few microseconds on one core) a second thread costs as much as it
   // saves. Above it, one task per thread: a caller never waits for a worker that has not
@@ -519,9 +517,9 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
                       static_cast<double>(s.n) * static_cast<double>(s.k);
   const bool tiny = flop < 2.0e5;
   while (!tiny && nb * m_parts * n_parts < hw) {
-    if (tile_cols() >= 512 || (tile_cols() >= 64 && tile_rows() <= 6)) {
+    if (tile_cols() >= 512 || (tile_cols() >= 64 && tile_rows() <= detail::kMicroRows)) {
       ++n_parts;
-    } else if (tile_rows() >= 12) {
+    } else if (tile_rows() >= 2 * detail::kMicroRows) {
       ++m_parts;
     } else {
       break;
@@ -540,7 +538,8 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   const double b_bytes = static_cast<double>(s.k) * static_cast<double>(s.n) * 4.0;
   const bool long_read = b_bytes >= 1 << 20;
   if (skinny_ok && s.m <= detail::kSkinnyMaxRows && (!tiny || long_read)) {
-    point.set("skinny", 1).set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), 6));
+    point.set("skinny", 1);
+    point.set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), detail::kMicroRows));
     const std::int64_t cols = skinny_task_cols(n, hw);
     point.set("tile_n", cols);
     // Wider than a 256-deep packed panel allows: Note [Skinny column tasks].
@@ -799,7 +798,7 @@ TileJob tile_job(const LaunchConfig& config, const GemmShape& s) {
 }  // namespace
 
 std::int64_t PackedMat2Layout::floats() const noexcept {
-  return cols <= 0 ? 0 : k * ceil_div(n, cols) * cols;
+  return cols <= 0 ? 0 : k * round_up(n, cols);
 }
 
 namespace {
@@ -845,7 +844,7 @@ void pack_gemm_f32_cpu_mat2(const AddmmArgs& args, const PackedMat2Layout& layou
            layout.tile_k, ", ", layout.cols, " wide) is not one of this GEMM (", s.k, " x ", s.n,
            ") on the ", gemm_cpu_isa(), " path");
   const float* b = args.mat2.data_as<const float>();
-  const std::int64_t padded_n = ceil_div(s.n, layout.cols) * layout.cols;
+  const std::int64_t padded_n = round_up(s.n, layout.cols);
   for (std::int64_t k0 = 0; k0 < s.k; k0 += layout.tile_k) {
     const std::int64_t kb = std::min(layout.tile_k, s.k - k0);
     micro.pack_b(b, args.mat2.stride(0), args.mat2.stride(1), k0, kb, 0, s.n, layout.cols,
@@ -885,7 +884,6 @@ Status prepare_gemm_f32_cpu(const AddmmArgs& args, const LaunchConfig& config,
                                       args.out.stride(0),
                                       s.m,
                                       s.k,
-                                      config.get_or("tile_k", 256),
                                       args.alpha,
                                       mat2_transposed};
     job.columns = mat2_transposed ? active_micro_kernel().skinny_dot : active_micro_kernel().skinny;

@@ -94,7 +94,6 @@ struct SkinnyArgs {
   float* c;
   std::int64_t ldc;
   std::int64_t m, k;
-  std::int64_t tile_k;
   float alpha;
   bool b_transposed;
 

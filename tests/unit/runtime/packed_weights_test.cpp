@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/ir/irparser.h>
 
 #include <memory>
+#include <string>
 
 namespace ka::runtime {
 namespace {
@@ -25,19 +26,15 @@ using extractor::packed_weights_stats;
 // checks need a typeinfo that libtorch does not export (c10::DynamicType).
 std::shared_ptr<torch::jit::Graph> linear_graph(const at::Tensor& weight, const at::Tensor& bias,
                                                 bool write_first = false) {
-  const char* const plain = R"IR(
-graph(%x : Tensor, %w : Tensor, %b : Tensor):
-  %y : Tensor = aten::linear(%x, %w, %b)
-  return (%y))IR";
-  const char* const written = R"IR(
-graph(%x : Tensor, %w : Tensor, %b : Tensor):
-  %one : float = prim::Constant[value=1.]()
-  %alpha : int = prim::Constant[value=1]()
-  %w1 : Tensor = aten::add_(%w, %one, %alpha)
-  %y : Tensor = aten::linear(%x, %w, %b)
-  return (%y))IR";
+  std::string ir = "graph(%x : Tensor, %w : Tensor, %b : Tensor):\n";
+  if (write_first) {
+    ir += "  %one : float = prim::Constant[value=1.]()\n"
+          "  %alpha : int = prim::Constant[value=1]()\n"
+          "  %w1 : Tensor = aten::add_(%w, %one, %alpha)\n";
+  }
+  ir += "  %y : Tensor = aten::linear(%x, %w, %b)\n  return (%y)";
   auto g = std::make_shared<torch::jit::Graph>();
-  torch::jit::parseIR(write_first ? written : plain, g.get());
+  torch::jit::parseIR(ir, g.get());
   g->setInsertPoint(g->block()->nodes().front());
   g->inputs()[1]->replaceAllUsesWith(g->insertConstant(weight));
   g->inputs()[2]->replaceAllUsesWith(g->insertConstant(bias));

@@ -1,4 +1,4 @@
-// ceil_div: the number of blocks that cover a count, shared by the CPU and CUDA kernels (host
+// ceil_div and round_up: the blocks that cover a count, shared by the CPU and CUDA kernels (host
 // and device code), their descriptors and the probes.
 #pragma once
 
@@ -16,6 +16,16 @@ __host__ __device__
 constexpr auto ceil_div(A a, B b) noexcept -> decltype(a + b) {
   static_assert(std::is_integral_v<A> && std::is_integral_v<B>, "ceil_div counts integers");
   return (a + b - 1) / b;
+}
+
+/// The least multiple of `b` that is at least `a` (a >= 0, b > 0): ceil_div(a, b) blocks of
+/// `b`. Same type and constexpr-ness as ceil_div.
+template <typename A, typename B>
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+constexpr auto round_up(A a, B b) noexcept -> decltype(a + b) {
+  return ceil_div(a, b) * b;
 }
 
 }  // namespace ka
