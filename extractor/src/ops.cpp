@@ -52,6 +52,8 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {23, "aten::div.Scalar", OpKind::kElementwise, 2, false, false, {{0, -1}}},
     {24, "aten::masked_fill.Scalar", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
     {25, "aten::div.Tensor", OpKind::kElementwise, 2, false, false, {{0, 1}}},
+    {26, "aten::tanh", OpKind::kElementwise, 1, false, false, {{0, -1}}},
+    {27, "aten::pow.Tensor_Scalar", OpKind::kElementwise, 2, false, false, {{0, -1}}},
 }};
 
 constexpr int kMulScalarId = 5;
@@ -61,6 +63,8 @@ constexpr int kSoftmaxId = 16;  // aten::_softmax (softmax.int is 17)
 constexpr int kMatmulId = 22;
 constexpr int kMulTensorId = 4;
 constexpr int kDivTensorId = 25;
+constexpr int kTanhId = 26;
+constexpr int kPowScalarId = 27;
 
 // Note [matmul on ka]
 // aten::matmul of two tensors of the same rank >= 3 with equal batch dimensions is a bmm over
@@ -270,6 +274,21 @@ std::optional<float> scalar_operand(const NodeArgs& n, int arg) {
   return static_cast<float>(t.item<double>());
 }
 
+// Note [Integer powers]
+// pow.Tensor_Scalar runs on ka for the exponents 2 and 3 only, as ATen computes them for
+// float32: x * x and (x * x) * x, so the result is ATen's bit for bit (the tanh-approximate
+// GELU as GPT-2's models write it out cubes its input). Any other exponent is refused as
+// NotImplementedError and runs on libtorch, which has its own cases (sqrt, reciprocal) and
+// std::pow for the rest.
+int emit_pow(const NodeArgs& n, int x, kernels::EwProgram& p) {
+  using kernels::EwOp;
+  const double e = scalar_arg(n, 1, "exponent");
+  if (e == 2.0) return p.binary(EwOp::kMul, x, x);
+  if (e == 3.0) return p.binary(EwOp::kMul, p.binary(EwOp::kMul, x, x), x);
+  KA_THROW(NotImplementedError, n.spec->signature, ": ka computes exponents 2 and 3, not ", e,
+           " (Note [Integer powers])");
+}
+
 // Emits node `n`'s computation; `link` is the register of the previous node's output.
 int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgram& p,
                      Device device) {
@@ -336,6 +355,10 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
       return p.unary(EwOp::kSigmoid, reg(0, "self"));
     case 11:
       return p.unary(EwOp::kSilu, reg(0, "self"));
+    case kTanhId:
+      return p.unary(EwOp::kTanh, reg(0, "self"));
+    case kPowScalarId:
+      return emit_pow(n, reg(0, "self"), p);
     default:
       KA_ASSERT(false, op.signature, " is not element-wise");
   }

@@ -666,7 +666,8 @@ KernelDescriptor make_descriptor() {
   d.version = 2;
   d.ops = {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
            "aten::maximum",    "aten::neg",        "aten::exp",        "aten::tanh",
-           "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu"};
+           "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu",
+           "aten::pow.Tensor_Scalar"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
   const auto threads = detail::cpu_thread_candidates();

@@ -32,7 +32,8 @@ KernelDescriptor make() {
   d.version = 1;
   d.ops = {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
            "aten::maximum",    "aten::neg",        "aten::exp",        "aten::tanh",
-           "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu"};
+           "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu",
+           "aten::pow.Tensor_Scalar"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCUDA;
   d.space = TunableSpace(

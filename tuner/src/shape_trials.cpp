@@ -42,6 +42,7 @@ constexpr TunableOp kTunableOps[] = {
     {"aten::add.Tensor", 1, 4, kSizes}, {"aten::mul.Tensor", 1, 4, kSizes},
     {"aten::relu", 1, 4, kSizes},       {"aten::gelu", 1, 4, kSizes},
     {"aten::sigmoid", 1, 4, kSizes},    {"aten::silu", 1, 4, kSizes},
+    {"aten::tanh", 1, 4, kSizes},
 };
 
 const TunableOp& tunable_op(const std::string& op) {
@@ -181,6 +182,9 @@ ShapeCall make_call(const std::string& op, const std::string& shape, bool values
   } else if (op == "aten::silu") {
     c.args = {x};
     c.reference = [=] { return at::Tensor(at::silu(x)); };
+  } else if (op == "aten::tanh") {
+    c.args = {x};
+    c.reference = [=] { return at::Tensor(at::tanh(x)); };
   } else {  // in kTunableOps without a call built here
     KA_THROW(InternalError, "no call is built for ", op, ", a tunable op");
   }

@@ -100,17 +100,17 @@ TEST(BenchCase, MlpPlanIsGemmWithGeluEpilogueThenGemm) {
 }
 
 TEST(BenchCase, AGraphNodeKaDoesNotServeRunsOnLibtorch) {
-  const fs::path p = fs::temp_directory_path() / "ka_bench_case_test_tanh.yaml";
+  const fs::path p = fs::temp_directory_path() / "ka_bench_case_test_abs.yaml";
   std::ofstream(p) << R"(suite: t
 graphs:
   g: |
     graph(%x : Tensor):
-      %y : Tensor = aten::tanh(%x)
+      %y : Tensor = aten::abs(%x)
       return (%y)
 groups:
   - model: m
     cases:
-      - {name: tanh, graph: g, inputs: {x: [4, 4]}}
+      - {name: abs, graph: g, inputs: {x: [4, 4]}}
 )";
   const Suite s = load_suite_file(p.string());
   fs::remove(p);
@@ -119,10 +119,10 @@ groups:
   EXPECT_TRUE(r.correct) << r.detail;
   const VariantInfo info = b->info(0);
   ASSERT_EQ(info.tasks.size(), 1U);
-  EXPECT_EQ(info.tasks[0].pattern, "aten::tanh");
+  EXPECT_EQ(info.tasks[0].pattern, "aten::abs");
   EXPECT_EQ(info.tasks[0].kernel, "libtorch");
   EXPECT_EQ(info.tasks[0].provenance, db::Provenance::kFallback);
-  EXPECT_NE(info.tasks[0].fallback.find("ka has no kernel for aten::tanh"), std::string::npos)
+  EXPECT_NE(info.tasks[0].fallback.find("ka has no kernel for aten::abs"), std::string::npos)
       << info.tasks[0].fallback;
   EXPECT_EQ(info.tasks[0].shape_key, "[4,4]");
   EXPECT_EQ(info.kernel, "libtorch");

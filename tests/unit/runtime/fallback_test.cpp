@@ -271,6 +271,63 @@ def f(x: Tensor, y: Tensor, z: Tensor, w: Tensor):
   EXPECT_EQ(divs[3]->provenance, db::Provenance::kFallback);
 }
 
+TEST(Fallback, TanhAndIntegerPowersRunOnKa) {
+  // aten::tanh and pow.Tensor_Scalar with exponent 2 or 3 are ka's element-wise ops (Note
+  // [Integer powers]); another exponent, or a tensor of another dtype, runs on libtorch.
+  const Scripted s(R"TS(
+def f(x: Tensor, d: Tensor):
+    return torch.tanh(x), torch.pow(x, 2), torch.pow(x, 3.0), torch.pow(x.abs(), 0.5), torch.tanh(d)
+)TS",
+                   "f");
+  at::manual_seed(13);
+  // Wide enough for every vector width and a tail, with tanh's saturated range included.
+  const at::Tensor x =
+      at::cat({at::randn({3, 37}) * 4.0, at::tensor({-30.0F, 30.0F, 0.0F}).view({3, 1})}, 1);
+  const std::vector<c10::IValue> inputs = {x, at::randn({4}, at::kDouble)};
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs, {false});
+  expect_outputs_match(got.outputs, s.reference(inputs), 1e-5);
+  std::vector<const TaskPlan*> ops;
+  for (const TaskPlan& t : got.tasks) {
+    if (t.pattern == "aten::tanh" || t.pattern == "aten::pow.Tensor_Scalar") ops.push_back(&t);
+  }
+  ASSERT_EQ(ops.size(), 5U);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NE(ops[i]->provenance, db::Provenance::kFallback) << i << ": " << ops[i]->fallback;
+  }
+  EXPECT_EQ(ops[3]->provenance, db::Provenance::kFallback);
+  EXPECT_NE(ops[3]->fallback.find("exponents 2 and 3"), std::string::npos) << ops[3]->fallback;
+  EXPECT_EQ(ops[4]->provenance, db::Provenance::kFallback);
+  // The integer powers are ATen's own products, bit for bit.
+  const std::vector<c10::IValue> outs = items(got.outputs);
+  EXPECT_TRUE(at::equal(outs[1].toTensor(), at::pow(x, 2)));
+  EXPECT_TRUE(at::equal(outs[2].toTensor(), at::pow(x, 3.0)));
+}
+
+TEST(Fallback, TanhGeluAsGpt2WritesItIsOneFusedChain) {
+  // GPT-2's models write the tanh-approximate GELU out (transformers' NewGELUActivation):
+  // with tanh and the cube on ka, everything after the first multiply is one element-wise
+  // chain and nothing runs on libtorch.
+  const Scripted s(R"TS(
+def f(h: Tensor):
+    return 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * torch.pow(h, 3.0))))
+)TS",
+                   "f");
+  at::manual_seed(14);
+  const std::vector<c10::IValue> inputs = {at::randn({2, 33, 70}) * 3.0};
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  expect_outputs_match(got.outputs, s.reference(inputs), 1e-5);
+  bool chain_with_tanh = false;
+  for (const TaskPlan& t : got.tasks) {
+    EXPECT_NE(t.provenance, db::Provenance::kFallback) << t.pattern << ": " << t.fallback;
+    chain_with_tanh = chain_with_tanh || (t.pattern.rfind("fused::ew_chain[", 0) == 0 &&
+                                          t.pattern.find("aten::tanh") != std::string::npos &&
+                                          t.pattern.find("aten::pow") != std::string::npos);
+  }
+  EXPECT_TRUE(chain_with_tanh);
+}
+
 TEST(Fallback, A0DimTensorANodeMakesIsNoAttentionScale) {
   // The divisor is computed by the graph: its data exists only once its node has run, so the
   // attention packer could not read it while extracting. Nothing fuses as attention, and the

@@ -18,7 +18,7 @@ namespace ka::tuner {
 /// What to tune and how.
 struct TuneOptions {
   /// Exact signature: aten::mm, addmm, bmm, _softmax, layer_norm, sum.dim_IntList,
-  /// add.Tensor, mul.Tensor, relu, gelu, sigmoid, silu.
+  /// add.Tensor, mul.Tensor, relu, gelu, sigmoid, silu, tanh.
   std::string op;
   /// "MxKxN" (mm, addmm), "BxMxKxN" (bmm), else the input's sizes ("4096x4096"; softmax,
   /// layer_norm and sum over the last dim).

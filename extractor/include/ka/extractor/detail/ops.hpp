@@ -27,7 +27,7 @@ enum class OpKind : std::uint8_t {
 };
 
 /// How many operators the extractor serves.
-constexpr std::size_t kNumOps = 26;
+constexpr std::size_t kNumOps = 28;
 
 /// One operator ka serves: its exact signature, family, schema arity, for element-wise ops
 /// which arguments are tensors, and for out= overloads which argument is the output.
