@@ -870,6 +870,20 @@ std::string pattern_of(const FusionGroup& g, const std::vector<const OpSpec*>& s
   return pattern + "]";
 }
 
+// Note [Final data while extracting]
+// A value holds its final data while the graph is extracted when it is a graph input or
+// constant, or a fallback that ran during extraction made it: a view of final data, a
+// factory (aten::full, prim::NumToTensor of a size: it reads no tensor), a data fallback
+// that read only final data, or any value that holds no tensor (an int, a list of ints). A
+// task's output never does until the task has run. That holds only where no node writes an
+// argument (OpGraph::writes_arguments false): an in-place or out= write, possibly through a
+// view, would change data after it was read. Two things follow. A data fallback that reads
+// only final data runs during extraction, with no wait: a traced model's size arithmetic
+// (`v.size(-1) ** 0.5` is NumToTensor -> pow -> ScalarImplicit -> full) no longer waits for
+// every task before it, each time. And a 0-dim operand made that way is fixed while packing
+// (NodeArgs::fixed_args), so it can be attention's scale or a scalar operand (Notes [Scale by
+// a 0-dim tensor], [0-dim operands as scalars]).
+
 // Note [Graph extraction]
 // Every group is extracted (looked up, packed, configured, its grid prepared) before any
 // task runs, in graph order, so each group's result tensor exists when a later group packs
@@ -879,28 +893,33 @@ class GraphExtraction {
  public:
   GraphExtraction(Extractor::Impl& impl, OpGraph& graph, const std::vector<const OpSpec*>& specs,
                   GraphPosition& at)
-      : impl_(impl), graph_(graph), specs_(specs), at_(at), made_(detail::made_by_nodes(graph)) {
+      : impl_(impl), graph_(graph), specs_(specs), at_(at) {
     // Graph inputs and constants (values no node makes) hold their data while extracting.
+    const std::vector<bool> made = detail::made_by_nodes(graph);
+    final_.resize(made.size());
+    for (std::size_t v = 0; v < made.size(); ++v) final_[v] = !made[v];
     for (const OpGraph::Node& node : graph.nodes) {
       auto& ptrs = arg_ptrs_.emplace_back();
-      std::uint32_t fixed = 0;
       std::uint32_t constant = 0;
       for (int v : node.inputs) {
         const auto value = static_cast<std::size_t>(v);
-        if (ptrs.size() < 32 && !made_[value]) fixed |= 1U << ptrs.size();
-        if (ptrs.size() < 32 && !made_[value] && value < graph.run_constants.size() &&
+        if (ptrs.size() < 32 && !made[value] && value < graph.run_constants.size() &&
             graph.run_constants[value]) {
           constant |= 1U << ptrs.size();
         }
         ptrs.push_back(&graph.values[value]);
       }
-      fixed_args_.push_back(fixed);
       constant_args_.push_back(constant);
     }
   }
 
-  /// Per value of the graph: whether a node makes it (detail::made_by_nodes).
-  [[nodiscard]] const std::vector<bool>& made() const { return made_; }
+  /// Per value of the graph: whether it holds its final data now, while extracting (Note
+  /// [Final data while extracting]).
+  [[nodiscard]] const std::vector<bool>& final_data() const { return final_; }
+  [[nodiscard]] bool holds_final_data(int value) const {
+    return final_[static_cast<std::size_t>(value)];
+  }
+  void mark_final(int value) { final_[static_cast<std::size_t>(value)] = true; }
 
   // Extracts group g (node indices absolute; `view` the fusion view of its run) onto `out`.
   // Throws, leaving `out` as it was, when a kernel refuses it.
@@ -910,7 +929,7 @@ class GraphExtraction {
     for (int k = 0; k < g.count; ++k) {
       const auto i = static_cast<std::size_t>(g.first + k);
       nodes.push_back({specs_[i], arg_ptrs_[i].data(), static_cast<int>(arg_ptrs_[i].size()),
-                       k == 0 ? -1 : view.link_arg[i - view.begin], fixed_args_[i],
+                       k == 0 ? -1 : view.link_arg[i - view.begin], fixed_args_of(i),
                        constant_args_[i]});
     }
     const GroupArgs group{g.kind, nodes.data(), g.count};
@@ -962,6 +981,16 @@ class GraphExtraction {
   }
 
  private:
+  // NodeArgs::fixed_args of node i: its arguments that hold their final data now.
+  std::uint32_t fixed_args_of(std::size_t i) const {
+    const std::vector<int>& inputs = graph_.nodes[i].inputs;
+    std::uint32_t fixed = 0;
+    for (std::size_t a = 0; a < inputs.size() && a < 32; ++a) {
+      if (holds_final_data(inputs[a])) fixed |= 1U << a;
+    }
+    return fixed;
+  }
+
   // True when the tuned table's measured decision for this fused group is "unfused".
   bool measured_unfused(const FusionGroup& g, Device device, const Packed& packed) const {
     if (g.kind == FusionKind::kNone) return false;
@@ -1017,9 +1046,8 @@ class GraphExtraction {
   const std::vector<const OpSpec*>& specs_;
   GraphPosition& at_;
   std::vector<std::vector<const c10::IValue*>> arg_ptrs_;
-  std::vector<std::uint32_t> fixed_args_;     // per node: NodeArgs::fixed_args
   std::vector<std::uint32_t> constant_args_;  // per node: NodeArgs::constant_args
-  std::vector<bool> made_;                    // per value: a node makes it (made_by_nodes)
+  std::vector<bool> final_;                   // per value: holds its final data now
 };
 
 // CPU tasks go to the executor in one batch (their MemRanges order them), CUDA tasks to the
@@ -1066,6 +1094,20 @@ void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& to) {
   }
 }
 
+// Whether `v` holds a tensor (lists and tuples looked into).
+bool holds_tensors(const c10::IValue& v) {
+  if (v.isTensor()) return true;
+  if (v.isList()) {
+    const auto items = v.toListRef();
+    return std::any_of(items.begin(), items.end(), holds_tensors);
+  }
+  if (v.isTuple()) {
+    const auto& items = v.toTupleRef().elements();
+    return std::any_of(items.begin(), items.end(), holds_tensors);
+  }
+  return v.isGenericDict() || v.isObject();  // not looked into: taken as holding one
+}
+
 // True when every tensor among `outputs` shares storage with a tensor among `inputs`, as a
 // view's outputs do and a copy's do not; true as well when no input holds a tensor (the
 // outputs were made from scalars, reading no data of the graph's).
@@ -1097,7 +1139,11 @@ bool outputs_alias_inputs(const std::vector<c10::IValue>& outputs,
 //    is run again as a data fallback.
 //  - A fallback that reads data waits for every task extracted before it (they are submitted
 //    and waited for), then runs on the calling thread, so that libtorch sees the caller's
-//    grad and inference modes and thread-local state.
+//    grad and inference modes and thread-local state; unless every value it reads holds its
+//    final data already (Note [Final data while extracting]): it then runs at once, as a
+//    metadata fallback does.
+// Every fallback runs on the calling thread, in graph order, whether during extraction or
+// after a wait: random numbers are drawn in libtorch's order.
 // A fused group's intermediate never materialises; the FusionChecker sees every reader,
 // fallbacks included, so a value a fallback reads is never one. Errors: nothing runs before
 // the first data fallback unless every node before it extracted; an error after it leaves
@@ -1146,7 +1192,7 @@ class GraphRun {
     profiler::ScopedSpan span("extract");
     at_.stage = Stage::kFusion;
     const detail::GraphFusionView view =
-        detail::fusion_view(graph_, specs_, begin, end, extraction_.made());
+        detail::fusion_view(graph_, specs_, begin, end, extraction_.final_data());
     std::vector<FusionGroup> groups =
         options_.fusion ? fusion_.plan(view.nodes, budget_device(graph_))
                         : one_group_per_node(end - begin);
@@ -1208,7 +1254,7 @@ class GraphRun {
         call_fallback(i, stack);
       }
       if (outputs_alias_inputs(stack, inputs)) {
-        store_outputs(node, std::move(stack));
+        store_outputs(node, std::move(stack), reads_final_data(node));
         plan.config = "metadata only: ran during extraction";
         plans_.push_back(std::move(plan));
         return;
@@ -1216,15 +1262,25 @@ class GraphRun {
       log().debug("graph node {} ({}) copied instead of viewing: run again after its inputs",
                   i, node.signature);
     }
-    drain();
+    const bool at_once = reads_final_data(node);
+    if (!at_once) drain();
     std::vector<c10::IValue> stack = std::move(inputs);
     {
       KA_SPAN("fallback", plan.task_id);
       call_fallback(i, stack);
     }
-    store_outputs(node, std::move(stack));
-    plan.config = "reads data: ran after every earlier task";
+    store_outputs(node, std::move(stack), true);
+    plan.config = at_once ? "reads only final data: ran during extraction"
+                          : "reads data: ran after every earlier task";
     plans_.push_back(std::move(plan));
+  }
+
+  // Whether every value node reads holds its final data now (Note [Final data while
+  // extracting]); never where a node of the graph writes an argument.
+  bool reads_final_data(const OpGraph::Node& node) const {
+    if (graph_.writes_arguments) return false;
+    return std::all_of(node.inputs.begin(), node.inputs.end(),
+                       [&](int v) { return extraction_.holds_final_data(v); });
   }
 
   // Runs node i's fallback on `stack`; an error names the node (built only then: a fallback's
@@ -1249,9 +1305,15 @@ class GraphRun {
              " values, the node has ", node.outputs.size(), " outputs");
   }
 
-  void store_outputs(const OpGraph::Node& node, std::vector<c10::IValue> stack) {
+  // Stores a fallback's outputs; `final_data`: they hold their final data (what a view of
+  // data that is not final yet holds no tensor of is final too: sizes, ints, devices).
+  void store_outputs(const OpGraph::Node& node, std::vector<c10::IValue> stack, bool final_data) {
     for (std::size_t k = 0; k < stack.size(); ++k) {
-      graph_.values[static_cast<std::size_t>(node.outputs[k])] = std::move(stack[k]);
+      const int out = node.outputs[k];
+      if (!graph_.writes_arguments && (final_data || !holds_tensors(stack[k]))) {
+        extraction_.mark_final(out);
+      }
+      graph_.values[static_cast<std::size_t>(out)] = std::move(stack[k]);
     }
   }
 

@@ -41,7 +41,7 @@ bool chained(const std::vector<FusionNode>& nodes, std::size_t j) {
 
 // Note [Attention pattern]
 // bmm|matmul(q, kᵀ) -> [mul|div.Scalar, or mul|div.Tensor by a 0-dim constant (Note [Scale
-// by a 0-dim tensor])] -> [add.Tensor or masked_fill.Scalar (the mask)] -> softmax ->
+// by a 0-dim tensor])] -> [add.Tensor, or masked_fill or where (the mask)] -> softmax ->
 // bmm|matmul(·, v),
 // each node feeding only the next (the probabilities as the second product's first operand),
 // is one attention kernel: the scores never materialise beyond a tile. The rule only sees the
@@ -142,17 +142,19 @@ std::vector<int> count_readers(const OpGraph& graph) {
 // math.sqrt(d)` becomes aten::div.Tensor(scores, prim::Constant[value={8.}]), a float64 one.
 // With a float32 operand that is what the Scalar overload computes (ATen takes a CPU 0-dim
 // operand as a scalar, and the float operand sets the result type), so such a node is
-// attention's scale, as mul.Scalar and div.Scalar are, when the 0-dim tensor is a graph input
-// or constant (div: as the divisor): the packer reads its value while extracting, and only
-// those hold their data then. A 0-dim tensor a node makes is a runtime value: no scale.
+// attention's scale, as mul.Scalar and div.Scalar are, when the 0-dim tensor holds its final
+// data while extracting (div: as the divisor), for the packer reads its value then: a graph
+// input or constant, or what fallbacks that ran during extraction made of them (GPT-2's
+// traced `torch.full([], v.size(-1) ** 0.5)`; Note [Final data while extracting]). A 0-dim
+// tensor a task makes is a runtime value: no scale.
 bool scales_by_constant(std::string_view signature, const OpGraph::Node& node, int link_arg,
                         const std::vector<std::optional<Sizes>>& sizes,
-                        const std::vector<bool>& made) {
+                        const std::vector<bool>& final_data) {
   const bool mul = signature == "aten::mul.Tensor";
   if (!(mul || signature == "aten::div.Tensor") || node.inputs.size() != 2) return false;
   if (link_arg != 0 && !(mul && link_arg == 1)) return false;
   const auto other = static_cast<std::size_t>(node.inputs[link_arg == 0 ? 1 : 0]);
-  return sizes[other] && sizes[other]->empty() && !made[other];
+  return sizes[other] && sizes[other]->empty() && final_data[other];
 }
 
 // The sizes of every tensor value: the tensors graph.values holds as given, the output of
@@ -202,7 +204,8 @@ std::vector<bool> made_by_nodes(const OpGraph& graph) {
 }
 
 GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs,
-                            std::size_t begin, std::size_t end, const std::vector<bool>& made) {
+                            std::size_t begin, std::size_t end,
+                            const std::vector<bool>& final_data) {
   const std::size_t n = end - begin;
   const std::vector<int> readers = count_readers(graph);
   const std::vector<std::optional<Sizes>> sizes = value_sizes(graph, specs, begin, end);
@@ -233,8 +236,9 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
         }
       }
       // The chain link must be the op's first (tensor) argument for reductions and
-      // activations; element-wise ops accept it anywhere; read twice means no chain.
-      const bool link_ok = hits == 1 && (f.elementwise || link_arg == 0);
+      // activations; element-wise ops accept it anywhere, and so does a fill (where's scores
+      // are its second or third argument; the packer checks which); read twice means no chain.
+      const bool link_ok = hits == 1 && (f.elementwise || f.masked_fill || link_arg == 0);
       if (link_ok) {
         f.chain_input = static_cast<int>(r - 1);
         f.link_row_bytes = row_bytes_of(sizes[static_cast<std::size_t>(prev)]);
@@ -244,7 +248,7 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
     }
     f.scalar_scale = std::string_view(s.signature) == "aten::mul.Scalar" ||
                      std::string_view(s.signature) == "aten::div.Scalar" ||
-                     scales_by_constant(s.signature, node, link_arg, sizes, made);
+                     scales_by_constant(s.signature, node, link_arg, sizes, final_data);
     for (std::size_t a = 0; a < node.inputs.size(); ++a) {
       const auto v = static_cast<std::size_t>(node.inputs[a]);
       if (static_cast<int>(a) == link_arg || !sizes[v]) continue;

@@ -29,8 +29,11 @@ std::vector<bool> made_by_nodes(const OpGraph& graph);
 /// argument links a node to the one before it, the tensors each node reads from outside a
 /// chain, and the bytes of one row of those. The sizes of values the run reads from before
 /// it come from graph.values (so those must be set); of values it computes, from
-/// output_sizes(), so the row budget is known before any packing. `made`: made_by_nodes(graph).
+/// output_sizes(), so the row budget is known before any packing. `final_data`: per value,
+/// whether it holds its final data while the run is extracted (graph inputs and constants,
+/// and what fallbacks that ran during extraction made of them).
 GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec*>& specs,
-                            std::size_t begin, std::size_t end, const std::vector<bool>& made);
+                            std::size_t begin, std::size_t end,
+                            const std::vector<bool>& final_data);
 
 }  // namespace ka::extractor::detail

@@ -54,11 +54,19 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {25, "aten::div.Tensor", OpKind::kElementwise, 2, false, false, {{0, 1}}},
     {26, "aten::tanh", OpKind::kElementwise, 1, false, false, {{0, -1}}},
     {27, "aten::pow.Tensor_Scalar", OpKind::kElementwise, 2, false, false, {{0, -1}}},
+    {28, "aten::masked_fill.Tensor", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
+    {29, "aten::where.self", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
+    {30, "aten::where.ScalarOther", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
+    {31, "aten::where.ScalarSelf", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
 }};
 
 constexpr int kMulScalarId = 5;
 constexpr int kDivScalarId = 23;
 constexpr int kMaskedFillId = 24;
+constexpr int kMaskedFillTensorId = 28;
+constexpr int kWhereId = 29;
+constexpr int kWhereScalarOtherId = 30;
+constexpr int kWhereScalarSelfId = 31;
 constexpr int kSoftmaxId = 16;  // aten::_softmax (softmax.int is 17)
 constexpr int kMatmulId = 22;
 constexpr int kMulTensorId = 4;
@@ -674,8 +682,8 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
 
 // Note [Packing attention]
 // The group is bmm|matmul(q, kᵀ) -> [mul|div.Scalar(·, s), or mul|div.Tensor by a 0-dim
-// constant s (Note [Scale by a 0-dim tensor])] -> [add.Tensor(·, mask), alpha 1,
-// or masked_fill.Scalar(·, bool mask, value)] -> _softmax|softmax.int(·, last dim) ->
+// constant s (Note [Scale by a 0-dim tensor])] -> [add.Tensor(·, mask), alpha 1, or a fill
+// by a bool mask (Note [Attention's fill])] -> _softmax|softmax.int(·, last dim) ->
 // bmm|matmul(·, v) (FusionKind::kAttention). The
 // kernel takes q, kᵀ and v as they are, any strides and the batch dimensions unmerged, so
 // heads split by view and transpose need no copy (at batch > 1 too, where matmul alone cannot
@@ -686,9 +694,23 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
 // reported by the node it belongs to. A division by s is a multiplication by 1/s inside the
 // kernel (the micro-kernel's alpha): results differ from ATen's division by an ulp or so.
 
-// masked_fill's mask: a bool tensor on the group's device.
-const at::Tensor& bool_mask_arg(const NodeArgs& n, Device device) {
-  const c10::IValue& v = *n.args[1];
+// Note [Attention's fill]
+// The scores' fill by a bool mask is written three ways: masked_fill(scores, mask, value)
+// sets value where the mask is true; where(cond, scores, value) sets it where cond is false
+// (Hugging Face's GPT-2 applies its causal mask so), and where(cond, value, scores) where cond
+// is true. The value is a number, or a 0-dim tensor whose value is known while extracting
+// (masked_fill.Tensor, where.self: `torch.full([], torch.finfo(dtype).min)`), read then.
+// The kernel takes the mask as it is and which of its values fills (AttentionArgs::
+// fill_where_false): the mask may be computed in the same run, so no inverted copy is made.
+struct ScoresFill {
+  at::Tensor mask;
+  double value = 0.0;
+  bool where_false = false;
+};
+
+// The bool mask of a fill (argument `arg`): a bool tensor on the group's device.
+const at::Tensor& bool_mask_arg(const NodeArgs& n, int arg, Device device) {
+  const c10::IValue& v = *n.args[arg];
   KA_CHECK_TYPE(NotImplementedError, v.isTensor() && v.toTensor().defined() &&
                                          v.toTensor().scalar_type() == at::kBool,
                 n.spec->signature, ": not fused as attention: the mask is not a bool tensor");
@@ -700,18 +722,41 @@ const at::Tensor& bool_mask_arg(const NodeArgs& n, Device device) {
   return t;
 }
 
-// The value of a scale node's 0-dim operand (the one that is not the chain link), read while
-// extracting: only a graph input or constant (NodeArgs::fixed_args) holds its data then.
-double zero_dim_scale(const NodeArgs& n) {
-  const int arg = n.link_arg == 0 ? 1 : 0;
+// The value of argument `arg`, a floating 0-dim CPU tensor read while extracting: it must
+// hold its final data then (NodeArgs::fixed_args). `what` names it in the refusal.
+double zero_dim_value(const NodeArgs& n, int arg, const char* what) {
   const c10::IValue& v = *n.args[arg];
   const bool ok = ((n.fixed_args >> arg) & 1U) != 0 && v.isTensor() && v.toTensor().defined() &&
                   v.toTensor().dim() == 0 && at::isFloatingType(v.toTensor().scalar_type()) &&
                   v.toTensor().is_cpu();
-  KA_CHECK_TYPE(NotImplementedError, ok, n.spec->signature,
-                ": not fused as attention: the scale is not a floating 0-dim CPU tensor that is a "
-                "graph input or constant");
+  KA_CHECK_TYPE(NotImplementedError, ok, n.spec->signature, ": not fused as attention: the ",
+                what, " is not a floating 0-dim CPU tensor whose value is known while extracting");
   return v.toTensor().item<double>();
+}
+
+// The value of a scale node's 0-dim operand (the one that is not the chain link).
+double zero_dim_scale(const NodeArgs& n) {
+  return zero_dim_value(n, n.link_arg == 0 ? 1 : 0, "scale");
+}
+
+// The fill of a masked_fill or where node whose scores are its chain link (Note [Attention's
+// fill]).
+ScoresFill scores_fill(const NodeArgs& n, Device device) {
+  const int id = n.spec->id;
+  const bool masked_fill = id == kMaskedFillId || id == kMaskedFillTensorId;
+  const bool link_ok = masked_fill ? n.link_arg == 0
+                                   : (n.link_arg == 1 && id != kWhereScalarSelfId) ||
+                                         (n.link_arg == 2 && id != kWhereScalarOtherId);
+  KA_CHECK_TYPE(NotImplementedError, link_ok, n.spec->signature,
+                ": not fused as attention: the scores are not the tensor it fills");
+  ScoresFill f;
+  f.where_false = !masked_fill && n.link_arg == 1;
+  f.mask = bool_mask_arg(n, masked_fill ? 1 : 0, device);
+  const int value_arg = masked_fill ? 2 : 3 - n.link_arg;
+  const char* name = masked_fill ? "value" : value_arg == 1 ? "self" : "other";
+  f.value = n.args[value_arg]->isTensor() ? zero_dim_value(n, value_arg, "fill value")
+                                          : scalar_arg(n, value_arg, name);
+  return f;
 }
 
 void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
@@ -745,6 +790,7 @@ void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   at::Tensor mask;
   at::Tensor fill_mask;
   double fill_value = 0.0;
+  bool fill_where_false = false;
   for (int k = 1; k + 2 < g.count; ++k) {
     const NodeArgs& n = g.nodes[k];
     if (n.spec->id == kMulScalarId || n.spec->id == kDivScalarId) {
@@ -757,9 +803,11 @@ void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
       scale = n.spec->id == kMulTensorId ? scale * s : scale / s;
       continue;
     }
-    if (n.spec->id == kMaskedFillId) {
-      fill_mask = bool_mask_arg(n, out.device);
-      fill_value = scalar_arg(n, 2, "value");
+    if (n.spec->kind == OpKind::kMaskedFill) {
+      ScoresFill f = scores_fill(n, out.device);
+      fill_mask = std::move(f.mask);
+      fill_value = f.value;
+      fill_where_false = f.where_false;
       continue;
     }
     if (scalar_arg(n, 2, "alpha") != 1.0) refuse(n, "alpha != 1");
@@ -809,6 +857,7 @@ void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   if (fill_mask.defined()) {
     args->fill_mask = to_view(fill_mask);
     args->fill_value = static_cast<float>(fill_value);
+    args->fill_where_false = fill_where_false;
     add_range(out, fill_mask, Access::kRead);
     add_key(out, args->fill_mask);
   }
@@ -1000,9 +1049,22 @@ std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* 
     case OpKind::kSum:
       if (tensor_sizes[0] == nullptr) return std::nullopt;
       return sum_sizes(*tensor_sizes[0], *args[1], args[2]->isBool() && args[2]->toBool());
-    case OpKind::kMaskedFill:
-      if (tensor_sizes[0] == nullptr) return std::nullopt;
-      return *tensor_sizes[0];  // as attention sees it: the scores' shape
+    case OpKind::kMaskedFill: {
+      // masked_fill: self's shape; where: its three operands broadcast.
+      const bool where = spec.id != kMaskedFillId && spec.id != kMaskedFillTensorId;
+      if (!where) {
+        if (tensor_sizes[0] == nullptr) return std::nullopt;
+        return *tensor_sizes[0];
+      }
+      Sizes out;
+      bool any = false;
+      for (int a = 0; a < 3; ++a) {
+        if (!args[a]->isTensor()) continue;
+        if (tensor_sizes[a] == nullptr || !broadcast_into(out, *tensor_sizes[a])) return std::nullopt;
+        any = true;
+      }
+      return any ? std::optional<Sizes>(out) : std::nullopt;
+    }
     case OpKind::kAttention:
       break;  // no op's own kind
   }
@@ -1072,7 +1134,7 @@ void pack_group(const GroupArgs& g, ParamBuffer& buffer, Packed& out) {
       break;
     case OpKind::kMaskedFill:
       KA_THROW(NotImplementedError, g.nodes[0].spec->signature,
-               ": ka runs masked_fill only as attention's mask");
+               ": ka runs it only as attention's mask");
     case OpKind::kAttention:
       KA_ASSERT(false, "no op has the attention kind");
   }

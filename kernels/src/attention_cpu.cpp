@@ -21,7 +21,7 @@ namespace ka::kernels {
 //  1. S = mask (or 0) for the block's rows and keys, then S += scale * Q @ Kᵀ by the GEMM's
 //     micro-kernel over Kᵀ's block packed as its B (kc = D): scale and mask cost nothing
 //     beyond the initialisation the micro-kernel's C += needs anyway. A bool fill mask
-//     (masked_fill) then sets its positions to the fill value.
+//     (masked_fill, or where) then sets its positions to the fill value.
 //  2. Online softmax per row: m' = max(m, max_j S), P = exp(S − m'), l = l·e^(m−m') + Σ P,
 //     and the row's output accumulator O is scaled by e^(m−m') (skipped when m does not grow).
 //     A row whose scores so far are all -inf keeps m = -inf and adds nothing.
@@ -35,14 +35,22 @@ namespace ka::kernels {
 
 // Note [Masked key blocks]
 // A key block whose mask is -inf for every row of the query block (a causal mask's upper
-// triangle: half the work at any length), or whose fill mask is set throughout with a -inf
-// fill, is skipped: its probabilities are exactly 0 and it leaves m, l and O as they were.
-// The one difference from computing it: a NaN or inf in q or k under a -inf mask does not
-// reach the output (ATen's softmax would give NaN there).
+// triangle: half the work at any length) is skipped: its probabilities are exactly 0 and it
+// leaves m, l and O as they were. A key block that the fill mask fills throughout is
+// deferred: after the other blocks, it is skipped if every row's max m is more than
+// kNegligibleExp above the fill value (its probabilities, e^(fill − m), are then below
+// float's smallest denormal: exactly 0 in ATen's softmax), else computed then (the online
+// softmax takes blocks in any order). So a causal mask written with -inf, -1e4 or
+// torch.finfo(float).min (Hugging Face's GPT-2) skips the upper triangle, and a row masked
+// throughout still gets what softmax gives it (uniform over a finite fill, NaN over -inf).
+// The one difference from computing a skipped block: a NaN or inf in q or k there does not
+// reach the output (ATen's softmax would give NaN).
 
 namespace {
 
 constexpr std::int64_t kMr = detail::kMicroRows;
+// e^-128 is below float's smallest denormal (2^-149 ≈ e^-103.3): Note [Masked key blocks].
+constexpr float kNegligibleExp = 128.0F;
 
 // One call, copied into the CpuLaunch: the sizes and blocking. The operands are read from the
 // arguments themselves (`args`, which the caller keeps alive until the launch has run), as
@@ -58,6 +66,7 @@ static_assert(sizeof(AttentionJob) <= CpuLaunch::kJobBytes);
 // The per-thread buffers, grown on demand and never shrunk.
 struct Scratch {
   std::vector<float> q_packed, k_packed, v_packed, p_packed, s, p, o, m, l;
+  std::vector<std::int64_t> deferred;  // first keys of the blocks the fill mask fills
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -98,26 +107,41 @@ struct Operand {
   std::int64_t rs, cs;
 };
 
-// Whether the fill mask is set throughout its block [i0, i0 + rows) x [j0, j0 + cols).
-bool all_filled(const Operand<std::uint8_t>& f, std::int64_t i0, std::int64_t j0,
-                std::int64_t rows, std::int64_t cols) {
+// Whether the fill mask fills every position of its block [i0, i0 + rows) x [j0, j0 + cols):
+// is set there, or clear with `where_false`.
+bool all_filled(const Operand<std::uint8_t>& f, bool where_false, std::int64_t i0,
+                std::int64_t j0, std::int64_t rows, std::int64_t cols) {
+  const int fills = where_false ? 0 : 1;
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::uint8_t* src = f.data + (i0 + i) * f.rs + j0 * f.cs;
     int all = 1;
-    for (std::int64_t j = 0; j < cols; ++j) all &= static_cast<int>(src[j * f.cs] != 0);
+    for (std::int64_t j = 0; j < cols; ++j) all &= static_cast<int>((src[j * f.cs] != 0) == fills);
     if (all == 0) return false;
   }
   return true;
 }
 
-// S[i, j] = value where the fill mask is set (masked_fill), after the product.
-void apply_fill(const Operand<std::uint8_t>& f, float value, std::int64_t i0, std::int64_t j0,
-                std::int64_t rows, std::int64_t cols, float* s, std::int64_t lds) {
+// S[i, j] = value where the fill mask fills (set, or clear with `where_false`), after the
+// product.
+void apply_fill(const Operand<std::uint8_t>& f, bool where_false, float value, std::int64_t i0,
+                std::int64_t j0, std::int64_t rows, std::int64_t cols, float* s,
+                std::int64_t lds) {
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::uint8_t* src = f.data + (i0 + i) * f.rs + j0 * f.cs;
     float* row = s + i * lds;
-    for (std::int64_t j = 0; j < cols; ++j) row[j] = src[j * f.cs] != 0 ? value : row[j];
+    for (std::int64_t j = 0; j < cols; ++j) {
+      row[j] = (src[j * f.cs] != 0) != where_false ? value : row[j];
+    }
   }
+}
+
+// Whether every row's max m lies more than kNegligibleExp above `fill` (Note [Masked key
+// blocks]); false for a row with no finite score yet.
+bool fill_negligible(const float* m, std::int64_t rows, float fill) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    if (!(m[i] - fill > kNegligibleExp)) return false;
+  }
+  return true;
 }
 
 // S[0:rows, 0:cols] = the mask's block (or zeros), the starting point of step 1. Returns
@@ -191,7 +215,6 @@ void run_query_block(const AttentionJob& job, std::int64_t block) {
   const auto v = operand(a.value, static_cast<float*>(nullptr));
   const auto mask = operand(a.mask, static_cast<float*>(nullptr));
   const auto fill = operand(a.fill_mask, static_cast<std::uint8_t*>(nullptr));
-  const bool fill_skips = fill.data != nullptr && a.fill_value == -std::numeric_limits<float>::infinity();
   float* out = a.out.data_as<float>() + batch_offset(b, a.out);
   const std::int64_t out_rs = a.out.stride(nd - 2);
 
@@ -218,18 +241,33 @@ void run_query_block(const AttentionJob& job, std::int64_t block) {
   std::fill(l, l + rows, 0.0F);
 
   micro.pack_a(q.data, q.rs, q.cs, i0, rows, 0, job.d, qp);
-  for (std::int64_t j0 = 0; j0 < job.sk; j0 += job.block_k) {
+  // Steps 1 to 3 for the key block at j0.
+  const auto key_block = [&](std::int64_t j0) {
     const std::int64_t cols = std::min(job.block_k, job.sk - j0);
     const std::int64_t k_slivers = ceil_div(cols, nr);
-    if (fill_skips && all_filled(fill, i0, j0, rows, cols)) continue;
-    if (!init_scores(mask, i0, j0, rows, cols, s, lds)) continue;
+    if (!init_scores(mask, i0, j0, rows, cols, s, lds)) return;
     micro.pack_b(kt.data, kt.rs, kt.cs, 0, job.d, j0, cols, nr, kp);
     multiply_packed(micro, job.d, qp, a_slivers, kp, k_slivers, s, lds, a.scale);
-    if (fill.data != nullptr) apply_fill(fill, a.fill_value, i0, j0, rows, cols, s, lds);
+    if (fill.data != nullptr) {
+      apply_fill(fill, a.fill_where_false, a.fill_value, i0, j0, rows, cols, s, lds);
+    }
     online_softmax(s, lds, rows, cols, p, m, l, o, ldo, job.dv);
     micro.pack_a(p, cols, 1, 0, rows, 0, cols, pp);
     micro.pack_b(v.data, v.rs, v.cs, j0, cols, 0, job.dv, nr, vp);
     multiply_packed(micro, cols, pp, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
+  };
+  std::vector<std::int64_t>& deferred = sc.deferred;
+  deferred.clear();
+  for (std::int64_t j0 = 0; j0 < job.sk; j0 += job.block_k) {
+    const std::int64_t cols = std::min(job.block_k, job.sk - j0);
+    if (fill.data != nullptr && all_filled(fill, a.fill_where_false, i0, j0, rows, cols)) {
+      deferred.push_back(j0);
+      continue;
+    }
+    key_block(j0);
+  }
+  if (!deferred.empty() && !fill_negligible(m, rows, a.fill_value)) {
+    for (const std::int64_t j0 : deferred) key_block(j0);
   }
   for (std::int64_t i = 0; i < rows; ++i) {
     detail::scale_run(o + i * ldo, 1.0F / l[i], out + (i0 + i) * out_rs, job.dv);

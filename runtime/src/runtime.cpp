@@ -409,6 +409,7 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
   // All of a run is extracted before its tasks run: a weight packed then would miss a write
   // a node makes later in the same run (Note [Constant weights packed once]).
   if (writes_constants) g.run_constants.clear();
+  g.writes_arguments = std::find(writes.begin(), writes.end(), true) != writes.end();
   hoist_metadata_nodes(g, writes, movable);
   return g;
 }

@@ -46,12 +46,12 @@ TensorView bool_view(const at::Tensor& t) {
 // Runs the kernel into a NaN-filled contiguous out; the Status must be ok.
 at::Tensor run(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v,
                const at::Tensor& mask, float scale, const LaunchConfig& cfg,
-               const at::Tensor& fill = {}, float fill_value = 0.0F) {
+               const at::Tensor& fill = {}, float fill_value = 0.0F, bool where_false = false) {
   auto sizes = q.sizes().vec();
   sizes.back() = v.size(-1);
   at::Tensor out = at::full(sizes, NAN);
-  AttentionArgs a{view_of(out), view_of(q), view_of(kt), view_of(v),
-                  view_of(mask), scale, bool_view(fill), fill_value};
+  AttentionArgs a{view_of(out),  view_of(q), view_of(kt),     view_of(v),
+                  view_of(mask), scale,      bool_view(fill), fill_value, where_false};
   const Status st = attention_f32_cpu(a, cfg);
   EXPECT_TRUE(st.is_ok()) << st.reason();
   return out;
@@ -124,6 +124,39 @@ TEST(AttentionCpu, ABoolFillMaskIsMaskedFill) {
   const at::Tensor additive = at::randn({45, 130}).expand({2, 2, 45, 130});
   expect_close(run(q, kt, v, additive, 0.125F, cfg, padding, -3.0F),
                reference(q, kt, v, additive, 0.125, padding, -3.0), "padding fill and a mask");
+}
+
+TEST(AttentionCpu, AWhereFillFillsWhereTheMaskIsFalse) {
+  at::manual_seed(17);
+  const at::Tensor q = heads(1, 70, 3, 16);
+  const at::Tensor kt = heads(1, 150, 3, 16).transpose(-2, -1);
+  const at::Tensor v = heads(1, 150, 3, 16);
+  // Hugging Face GPT-2's form: where(causal keep-mask, scores, finfo(float).min), whose key
+  // blocks above the diagonal are skipped (Note [Masked key blocks]); and -1e4 and -inf.
+  const at::Tensor keep = at::ones({70, 150}, at::kBool).tril(150 - 70).expand({1, 3, 70, 150});
+  for (const std::int64_t block_k : {16, 64}) {
+    const LaunchConfig cfg = config(24, block_k, 0, 2);
+    for (const double value : {static_cast<double>(std::numeric_limits<float>::lowest()), -1e4,
+                               -std::numeric_limits<double>::infinity()}) {
+      expect_close(run(q, kt, v, {}, 0.25F, cfg, keep, static_cast<float>(value), true),
+                   reference(q, kt, v, {}, 0.25, keep.logical_not(), value),
+                   "causal where " + std::to_string(value) + " block_k " +
+                       std::to_string(block_k));
+    }
+  }
+  // Rows that keep no key: a finite fill gives them softmax's uniform weights over every
+  // key (the deferred blocks run after all), a -inf fill NaN, as ATen does; the other rows
+  // of their query block are unchanged.
+  at::Tensor some = at::ones({70, 150}, at::kBool).tril(150 - 70);
+  some.index_put_({at::indexing::Slice(30, 33)}, false);
+  const at::Tensor some4 = some.expand({1, 3, 70, 150});
+  const LaunchConfig cfg = config(24, 16, 0, 1);
+  for (const double value : {static_cast<double>(std::numeric_limits<float>::lowest()), -1e4,
+                             -std::numeric_limits<double>::infinity()}) {
+    expect_close(run(q, kt, v, {}, 0.25F, cfg, some4, static_cast<float>(value), true),
+                 reference(q, kt, v, {}, 0.25, some4.logical_not(), value),
+                 "rows keeping no key, fill " + std::to_string(value));
+  }
 }
 
 TEST(AttentionCpu, EveryPointOfItsSpaceRunsAndAgrees) {

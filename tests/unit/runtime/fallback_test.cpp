@@ -140,15 +140,19 @@ TEST(Fallback, AGpt2BlockRunsWithLibtorchForWhatKaDoesNotServe) {
     }
     // Two layer norms, four linears, the scale, the mask add, softmax, gelu, two residuals.
     EXPECT_GE(on_ka, fusion ? 6 : 12);
-    // The views run during extraction; cat reads data, so it waits for its inputs. The
-    // heads' matmuls are bmms on ka.
+    // The views run during extraction; contiguous copies, so it reads data: it waits for the
+    // task that makes its input, or runs at once where libtorch's matmul made it (batch 2,
+    // unfused: Note [Final data while extracting]). The heads' matmuls are bmms on ka.
     const TaskPlan* split = find_plan(got.tasks, "aten::split.Tensor");
     ASSERT_NE(split, nullptr);
     EXPECT_NE(split->config.find("metadata"), std::string::npos) << split->config;
     EXPECT_NE(split->fallback.find("ka has no kernel for aten::split.Tensor"), std::string::npos);
     const TaskPlan* contiguous = find_plan(got.tasks, "aten::contiguous");
     ASSERT_NE(contiguous, nullptr);
-    EXPECT_NE(contiguous->config.find("reads data"), std::string::npos) << contiguous->config;
+    EXPECT_NE(contiguous->config.find(batch == 2 && !fusion ? "reads only final data"
+                                                            : "reads data: ran after"),
+              std::string::npos)
+        << contiguous->config;
     const TaskPlan* attention = find_plan(
         got.tasks,
         "fused::attention[aten::matmul+aten::mul.Scalar+aten::add.Tensor+aten::softmax.int+"
@@ -245,8 +249,9 @@ def f(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: Tensor):
 
 TEST(Fallback, TensorDivisionRunsOnKa) {
   // aten::div.Tensor of float32 tensors, broadcasting, is ka's element-wise kernel; a float64
-  // divisor is refused and runs on libtorch, unless it is a 0-dim graph input (Note [0-dim
-  // operands as scalars]); a 0-dim one a node makes is not final while extracting.
+  // divisor is refused and runs on libtorch, unless it is 0-dim and final while extracting
+  // (Note [0-dim operands as scalars]): a graph input, or what libtorch made of one then
+  // (w * 2.0, a float64 product ka refuses: Note [Final data while extracting]).
   const Scripted s(R"TS(
 def f(x: Tensor, y: Tensor, z: Tensor, w: Tensor):
     return x / y, x / z, x / w, x / (w * 2.0)
@@ -268,7 +273,11 @@ def f(x: Tensor, y: Tensor, z: Tensor, w: Tensor):
   EXPECT_EQ(divs[1]->provenance, db::Provenance::kFallback);
   EXPECT_NE(divs[1]->fallback.find("Double"), std::string::npos) << divs[1]->fallback;
   EXPECT_NE(divs[2]->provenance, db::Provenance::kFallback) << divs[2]->fallback;
-  EXPECT_EQ(divs[3]->provenance, db::Provenance::kFallback);
+  EXPECT_NE(divs[3]->provenance, db::Provenance::kFallback) << divs[3]->fallback;
+  const TaskPlan* doubled = find_plan(got.tasks, "aten::mul.Scalar");
+  ASSERT_NE(doubled, nullptr);
+  EXPECT_EQ(doubled->provenance, db::Provenance::kFallback);
+  EXPECT_EQ(doubled->config, "reads only final data: ran during extraction");
 }
 
 TEST(Fallback, TanhAndIntegerPowersRunOnKa) {
@@ -349,6 +358,48 @@ def f(q: Tensor, k: Tensor, v: Tensor, scale: Tensor):
   expect_every_node_planned(*s.graph, inputs, got.tasks);
   for (const TaskPlan& t : got.tasks) {
     EXPECT_EQ(t.pattern.rfind("fused::attention", 0), std::string::npos) << t.pattern;
+  }
+}
+
+TEST(Fallback, DataFallbacksOnFinalDataRunWhileExtracting) {
+  // A traced model's size arithmetic: pow of NumToTensor(size) reads only data made while
+  // extracting, so it runs then, with no wait for the tasks before it (Note [Final data while
+  // extracting]). Where a node writes an argument (relu_ here) it waits, as any data fallback.
+  const auto ir = [](const char* relu) {
+    return std::string(R"IR(
+graph(%x : Tensor):
+  %m1 : int = prim::Constant[value=-1]()
+  %half : float = prim::Constant[value=0.5]()
+  %y : Tensor = )IR") + relu + R"IR((%x)
+  %d : int = aten::size(%x, %m1)
+  %dt : Tensor = prim::NumToTensor(%d)
+  %r : Tensor = aten::pow(%dt, %half)
+  %z : Tensor = aten::div(%y, %r)
+  return (%z)
+)IR";
+  };
+  Runtime rt;
+  for (const char* relu : {"aten::relu", "aten::relu_"}) {
+    SCOPED_TRACE(relu);
+    at::manual_seed(13);
+    const at::Tensor x = at::randn({6, 49});
+    const at::Tensor want = at::relu(x) / 7.0;
+    const GraphResult got = rt.run_graph(ir(relu), {x.clone()}, {true});
+    ASSERT_EQ(got.outputs.size(), 1U);
+    EXPECT_TRUE(at::allclose(got.outputs[0].toTensor(), want));
+    const TaskPlan* pow = find_plan(got.tasks, "aten::pow.Tensor_Scalar");
+    ASSERT_NE(pow, nullptr);
+    EXPECT_EQ(pow->provenance, db::Provenance::kFallback);
+    EXPECT_EQ(pow->config, std::string(relu) == "aten::relu"
+                               ? "reads only final data: ran during extraction"
+                               : "reads data: ran after every earlier task");
+    // The division by the 0-dim result runs on ka (fused with relu where relu is not in
+    // place).
+    const auto div = std::find_if(got.tasks.begin(), got.tasks.end(), [](const TaskPlan& t) {
+      return t.pattern.find("aten::div.Tensor") != std::string::npos;
+    });
+    ASSERT_NE(div, got.tasks.end());
+    EXPECT_NE(div->provenance, db::Provenance::kFallback) << div->fallback;
   }
 }
 

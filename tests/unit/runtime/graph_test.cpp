@@ -118,6 +118,25 @@ TEST(Graph, AttentionWithAMaskedFillFuses) {
               1);
 }
 
+TEST(Graph, AttentionWithAWhereOrATensorFillFuses) {
+  at::manual_seed(26);
+  const auto operands = [](std::vector<c10::IValue> extra) {
+    std::vector<c10::IValue> in = {at::randn({1, 3, 40, 16}), at::randn({1, 3, 16, 40}),
+                                   at::randn({1, 3, 40, 16})};
+    in.insert(in.end(), extra.begin(), extra.end());
+    return in;
+  };
+  const at::Tensor masked = at::ones({40, 40}, at::kBool).triu(1);
+  // Hugging Face GPT-2's form, traced: where(keep, scores / full([], size ** 0.5), full([],
+  // finfo.min)), the scale and the fill made from sizes while extracting (Note [Final data
+  // while extracting]).
+  expect_same("attention_where.ir", operands({masked.logical_not()}), 1);
+  // where(masked, -1e4, scores) fills where the mask is true; masked_fill by a 0-dim tensor.
+  expect_same("attention_where_scalar.ir", operands({masked}), 1);
+  expect_same("attention_masked_fill_tensor.ir",
+              operands({masked, at::scalar_tensor(-1e4, at::kDouble)}), 1);
+}
+
 TEST(Graph, AttentionWithoutScaleOrMaskFuses) {
   at::manual_seed(23);
   expect_same("attention_plain.ir",

@@ -71,6 +71,11 @@ struct OpGraph {
   /// unchanged, the same tensor each time (a frozen module's weight that no node writes), so
   /// work on its data may be kept across runs (Note [Constant weights packed once]).
   std::vector<bool> run_constants;
+  /// Whether a node may write one of its arguments (an in-place or out= op, a node without a
+  /// schema). When none does, a value's data is final once the node that makes it has run,
+  /// and a fallback that reads only such data runs during extraction (Note [Fallback
+  /// nodes]). True unless the graph's maker checked (the runtime does).
+  bool writes_arguments = true;
 };
 
 /// What the constant weights packed once hold and did, process-wide (Note [Constant weights

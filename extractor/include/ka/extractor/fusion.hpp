@@ -31,11 +31,11 @@ struct FusionNode {
   bool row_reduction = false;  ///< softmax / layer_norm (takes a prologue).
   bool softmax = false;        ///< _softmax / softmax.int (attention's middle).
   bool batched_gemm = false;   ///< bmm / matmul (attention's two products).
-  /// mul.Scalar / div.Scalar, or mul.Tensor / div.Tensor by a 0-dim graph input or constant
-  /// (attention's scale; Note [Scale by a 0-dim tensor]).
+  /// mul.Scalar / div.Scalar, or mul.Tensor / div.Tensor by a 0-dim tensor whose value is
+  /// known while extracting (attention's scale; Note [Scale by a 0-dim tensor]).
   bool scalar_scale = false;
   bool tensor_add = false;     ///< add.Tensor (attention's mask).
-  bool masked_fill = false;    ///< masked_fill.Scalar (attention's boolean mask).
+  bool masked_fill = false;    ///< masked_fill or where (attention's boolean mask).
   int chain_input = -1;  ///< Index of the previous node whose output this node reads (-1: none).
   int uses = 0;          ///< Readers of this node's output (graph outputs count as readers).
   int external_inputs = 0;  ///< Tensor inputs other than the chain link.

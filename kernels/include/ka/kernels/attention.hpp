@@ -14,8 +14,9 @@
 namespace ka::kernels {
 
 /// out = softmax(scores, dim=-1) @ value with scores = scale * query @ key_t + mask, then
-/// fill_value where fill_mask is true (masked_fill), with the batch dimensions in front (one
-/// or more, the same sizes in every operand):
+/// fill_value where fill_mask is true (masked_fill), or where it is false when
+/// fill_where_false (torch.where(fill_mask, scores, fill_value)), with the batch dimensions
+/// in front (one or more, the same sizes in every operand):
 ///   query [..., Sq, D], key_t [..., D, Sk] (kᵀ, as attention's first matmul reads it),
 ///   value [..., Sk, Dv], mask [..., Sq, Sk] (float) and fill_mask [..., Sq, Sk] (bool), each
 ///   optional (undefined: data == nullptr, ndim == 0), out [..., Sq, Dv] with unit stride
@@ -31,6 +32,7 @@ struct AttentionArgs {
   float scale = 1.0F;
   TensorView fill_mask;
   float fill_value = 0.0F;
+  bool fill_where_false = false;
 };
 
 /// The sizes the kernel's descriptor reads from a shape key fused::attention(query, key_t,

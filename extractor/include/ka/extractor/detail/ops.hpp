@@ -21,13 +21,14 @@
 namespace ka::extractor::detail {
 
 /// An op's kernel family; kAttention is a fusion pattern's only (no op has it), and
-/// kMaskedFill has no kernel of its own: masked_fill runs on ka only as attention's mask.
+/// kMaskedFill has no kernel of its own: masked_fill and where run on ka only as attention's
+/// mask.
 enum class OpKind : std::uint8_t {
   kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum, kAttention, kMaskedFill
 };
 
 /// How many operators the extractor serves.
-constexpr std::size_t kNumOps = 28;
+constexpr std::size_t kNumOps = 32;
 
 /// One operator ka serves: its exact signature, family, schema arity, for element-wise ops
 /// which arguments are tensors, and for out= overloads which argument is the output.
