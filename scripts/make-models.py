@@ -215,12 +215,89 @@ def hf_bert_layer():
     return torch.jit.trace(layer, (torch.randn(1, 128, 768), torch.zeros(1, 1, 1, 128)))
 
 
+# ---- GPT-2 small's block as Hugging Face writes it (transformers' GPT2Block: Conv1D layers,
+# an addmm with a [in, out] weight; heads split by view and permute; the causal mask applied
+# by torch.where with finfo(float).min, sliced from a bool buffer by sizes; the attention
+# probabilities cast back with .type(v.dtype); GELU written out as gelu_new), traced as its
+# users trace it (torchscript=True) ----
+
+class HfConv1D(nn.Module):
+    def __init__(self, out_features: int, in_features: int):
+        super().__init__()
+        self.out_features = out_features
+        self.weight = nn.Parameter(torch.randn(in_features, out_features) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(out_features))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.out_features,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class HfGpt2Attention(nn.Module):
+    def __init__(self, hidden: int = 768, heads: int = 12, context: int = 1024):
+        super().__init__()
+        self.hidden = hidden
+        self.heads = heads
+        self.head_dim = hidden // heads
+        causal = torch.tril(torch.ones((context, context), dtype=torch.bool))
+        self.register_buffer("bias", causal.view(1, 1, context, context))
+        self.c_attn = HfConv1D(3 * hidden, hidden)
+        self.c_proj = HfConv1D(hidden, hidden)
+
+    def split_heads(self, x):
+        return x.view(x.size()[:-1] + (self.heads, self.head_dim)).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        q, k, v = self.c_attn(x).split(self.hidden, dim=2)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        w = torch.matmul(q, k.transpose(-1, -2))
+        w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype, device=w.device)
+        q_len, k_len = q.size(-2), k.size(-2)
+        causal = self.bias[:, :, k_len - q_len:k_len, :k_len].to(torch.bool)
+        lowest = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype).to(w.device)
+        w = torch.where(causal, w, lowest)
+        w = F.softmax(w, dim=-1).type(v.dtype)
+        y = torch.matmul(w, v).permute(0, 2, 1, 3).contiguous()
+        return self.c_proj(y.view(y.size()[:-2] + (self.hidden,)))
+
+
+class HfGpt2Mlp(nn.Module):
+    def __init__(self, hidden: int = 768):
+        super().__init__()
+        self.c_fc = HfConv1D(4 * hidden, hidden)
+        self.c_proj = HfConv1D(hidden, 4 * hidden)
+
+    def forward(self, x):
+        h = self.c_fc(x)
+        h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        return self.c_proj(h)
+
+
+class HfGpt2Block(nn.Module):
+    def __init__(self, hidden: int = 768):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.attn = HfGpt2Attention(hidden)
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.mlp = HfGpt2Mlp(hidden)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+def hf_gpt2_block():
+    return torch.jit.trace(HfGpt2Block().eval(), torch.randn(1, 128, 768), check_trace=False)
+
+
 MODELS = {
     "gpt2_block": lambda: torch.jit.script(Gpt2Block().eval()),
     "bert_layer": bert_layer,
     "llama_block": lambda: torch.jit.script(LlamaBlock().eval()),
     "resnet_block": lambda: torch.jit.script(BasicBlock().eval()),
     "hf_bert_layer": hf_bert_layer,
+    "hf_gpt2_block": hf_gpt2_block,  # last: the models before it keep their seeds
 }
 
 

@@ -112,7 +112,8 @@ Family family_of(OpKind kind) {
               {&prepare_cpu<AttentionArgs, &prepare_attention_f32_cpu>, nullptr},
               {nullptr, nullptr}};
     case OpKind::kMaskedFill:
-      break;  // no kernel of its own
+    case OpKind::kIdentityCast:
+      break;  // no kernel of its own: runs_only_fused
 
   }
   KA_ASSERT(false, "unknown op family");
@@ -134,7 +135,7 @@ constexpr PatternSpec kPatterns[] = {
 void register_builtin(KernelRegistry& registry) {
   const bool cuda = registry.device() == DeviceType::kCUDA;
   auto add = [&](const char* signature, OpKind kind) {
-    if (kind == OpKind::kMaskedFill) return;  // runs on ka only inside attention
+    if (kind == OpKind::kMaskedFill || kind == OpKind::kIdentityCast) return;  // runs_only_fused
     const Family f = family_of(kind);
     if (!kernels::has_builtin_kernel(f.family, registry.device())) return;
     registry.add({signature, registry.device(),
@@ -937,9 +938,9 @@ class GraphExtraction {
     at_.where = std::string(specs_[static_cast<std::size_t>(g.first)]->signature) + " (node " +
                 std::to_string(g.first) + "): ";
     at_.stage = Stage::kLookup;
-    KA_CHECK_TYPE(NotImplementedError, group.kind != FusionKind::kNone ||
-                                           nodes[0].spec->kind != OpKind::kMaskedFill,
-                  nodes[0].spec->signature, ": ka runs it only as attention's mask");
+    KA_CHECK_TYPE(NotImplementedError,
+                  group.kind != FusionKind::kNone || !detail::runs_only_fused(*nodes[0].spec),
+                  nodes[0].spec->signature, ": ka runs it only inside a fused attention");
     const Device device = detail::group_device(group);
     at_.where = std::string(signature) + " (node " + std::to_string(g.first) + ") on " +
                 device.str() + ": ";
@@ -1203,11 +1204,17 @@ class GraphRun {
   }
 
   void extract_or_fall_back(const FusionGroup& g, const detail::GraphFusionView& view) {
+    const auto first = static_cast<std::size_t>(g.first);
+    if (g.count == 1 && detail::runs_only_fused(*specs_[first]) && graph_.nodes[first].fallback) {
+      // Refused without a throw: a model may hold many casts that fuse nowhere.
+      run_fallback(first, std::string("ka runs ") + specs_[first]->signature +
+                              " only inside a fused attention");
+      return;
+    }
     try {
       extraction_.extract(g, view, pending_);
       return;
     } catch (const NotImplementedError& e) {
-      const auto first = static_cast<std::size_t>(g.first);
       if (g.count == 1 && !graph_.nodes[first].fallback) throw;
       if (g.count == 1) {
         // Rethrown inside the stage: "graph: aten::mm (node 3) on cpu: pack: ...".

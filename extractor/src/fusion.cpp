@@ -42,7 +42,7 @@ bool chained(const std::vector<FusionNode>& nodes, std::size_t j) {
 // Note [Attention pattern]
 // bmm|matmul(q, kᵀ) -> [mul|div.Scalar, or mul|div.Tensor by a 0-dim constant (Note [Scale
 // by a 0-dim tensor])] -> [add.Tensor, or masked_fill or where (the mask)] -> softmax ->
-// bmm|matmul(·, v),
+// [to|type_as (Note [Identity casts])] -> bmm|matmul(·, v),
 // each node feeding only the next (the probabilities as the second product's first operand),
 // is one attention kernel: the scores never materialise beyond a tile. The rule only sees the
 // pattern; the packer refuses what the kernel cannot run (softmax over another dim, broadcast
@@ -59,6 +59,7 @@ int attention_at(const std::vector<FusionNode>& nodes, std::size_t i) {
   if (next_is(&FusionNode::tensor_add) || next_is(&FusionNode::masked_fill)) ++j;
   if (!next_is(&FusionNode::softmax)) return 0;
   ++j;
+  if (next_is(&FusionNode::identity_cast)) ++j;
   if (!next_is(&FusionNode::batched_gemm)) return 0;
   return static_cast<int>(j - i + 1);
 }
@@ -225,6 +226,7 @@ GraphFusionView fusion_view(const OpGraph& graph, const std::vector<const OpSpec
     f.batched_gemm = s.kind == OpKind::kBmm;
     f.tensor_add = std::string_view(s.signature) == "aten::add.Tensor";
     f.masked_fill = s.kind == OpKind::kMaskedFill;
+    f.identity_cast = s.kind == OpKind::kIdentityCast;
     f.uses = readers[static_cast<std::size_t>(node.outputs[0])];
     if (r > 0) {
       const int prev = graph.nodes[i - 1].outputs[0];

@@ -58,6 +58,11 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {29, "aten::where.self", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
     {30, "aten::where.ScalarOther", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
     {31, "aten::where.ScalarSelf", OpKind::kMaskedFill, 3, false, false, {{-1, -1}}},
+    {32, "aten::to.dtype", OpKind::kIdentityCast, 5, false, false, {{-1, -1}}},
+    {33, "aten::to.device", OpKind::kIdentityCast, 6, false, false, {{-1, -1}}},
+    {34, "aten::to.other", OpKind::kIdentityCast, 5, false, false, {{-1, -1}}},
+    {35, "aten::to.dtype_layout", OpKind::kIdentityCast, 8, false, false, {{-1, -1}}},
+    {36, "aten::type_as", OpKind::kIdentityCast, 2, false, false, {{-1, -1}}},
 }};
 
 constexpr int kMulScalarId = 5;
@@ -67,6 +72,11 @@ constexpr int kMaskedFillTensorId = 28;
 constexpr int kWhereId = 29;
 constexpr int kWhereScalarOtherId = 30;
 constexpr int kWhereScalarSelfId = 31;
+constexpr int kToDtypeId = 32;
+constexpr int kToDeviceId = 33;
+constexpr int kToOtherId = 34;
+constexpr int kToDtypeLayoutId = 35;
+constexpr int kTypeAsId = 36;
 constexpr int kSoftmaxId = 16;  // aten::_softmax (softmax.int is 17)
 constexpr int kMatmulId = 22;
 constexpr int kMulTensorId = 4;
@@ -114,6 +124,12 @@ GemmForm gemm_form(const OpSpec& op) {
   KA_THROW(ValueError, op.signature, ": ", what);
 }
 
+// Whether libtorch's device `d` is ka's `device`.
+bool is_on(const c10::Device& d, Device device) {
+  return d.is_cpu() ? device.type == DeviceType::kCPU
+                    : d.is_cuda() && device.type == DeviceType::kCUDA && d.index() == device.index;
+}
+
 const at::Tensor& tensor_arg(const NodeArgs& n, int index, const char* name, Device device) {
   const c10::IValue& v = *n.args[index];
   if (!v.isTensor()) {
@@ -126,10 +142,7 @@ const at::Tensor& tensor_arg(const NodeArgs& n, int index, const char* name, Dev
                 ": ka's kernels take float32; argument '", name, "' is ",
                 c10::toString(t.scalar_type()));
   const auto& d = t.device();
-  const bool same = d.is_cpu() ? device.type == DeviceType::kCPU
-                               : d.is_cuda() && device.type == DeviceType::kCUDA &&
-                                     d.index() == device.index;
-  if (!same) {
+  if (!is_on(d, device)) {
     fail(*n.spec, std::string("expected all tensors on ") + device.str() + ", but argument '" +
                       name + "' is on " + d.str());
   }
@@ -684,7 +697,7 @@ void pack_softmax(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
 // The group is bmm|matmul(q, kᵀ) -> [mul|div.Scalar(·, s), or mul|div.Tensor by a 0-dim
 // constant s (Note [Scale by a 0-dim tensor])] -> [add.Tensor(·, mask), alpha 1, or a fill
 // by a bool mask (Note [Attention's fill])] -> _softmax|softmax.int(·, last dim) ->
-// bmm|matmul(·, v) (FusionKind::kAttention). The
+// [to|type_as (Note [Identity casts])] -> bmm|matmul(·, v) (FusionKind::kAttention). The
 // kernel takes q, kᵀ and v as they are, any strides and the batch dimensions unmerged, so
 // heads split by view and transpose need no copy (at batch > 1 too, where matmul alone cannot
 // run as a bmm), and the mask expanded to the scores' shape (stride 0 where it broadcasts).
@@ -715,9 +728,7 @@ const at::Tensor& bool_mask_arg(const NodeArgs& n, int arg, Device device) {
                                          v.toTensor().scalar_type() == at::kBool,
                 n.spec->signature, ": not fused as attention: the mask is not a bool tensor");
   const at::Tensor& t = v.toTensor();
-  const bool same = t.device().is_cpu() ? device.type == DeviceType::kCPU
-                                        : t.device().is_cuda() && device.type == DeviceType::kCUDA;
-  KA_CHECK_TYPE(NotImplementedError, same, n.spec->signature,
+  KA_CHECK_TYPE(NotImplementedError, is_on(t.device(), device), n.spec->signature,
                 ": not fused as attention: the mask is on ", t.device().str());
   return t;
 }
@@ -759,10 +770,72 @@ ScoresFill scores_fill(const NodeArgs& n, Device device) {
   return f;
 }
 
+// Note [Identity casts]
+// `probs.type(v.dtype)` or `.to(q.dtype)` between attention's softmax and its second product
+// (Hugging Face's GPT-2 and LLaMA write one) casts ka's float32 probabilities to float32 on
+// their own device: the identity, so the group keeps it and computes nothing for it. Any
+// other dtype or device is refused, and the nodes run one by one. copy=True, non_blocking and
+// a memory format change nothing here: the probabilities never materialise, so only the
+// values matter.
+void check_identity_cast(const NodeArgs& n, Device device) {
+  const auto refuse = [&](const std::string& why) {
+    KA_THROW(NotImplementedError, n.spec->signature, ": not fused as attention: ", why);
+  };
+  const auto dtype_is_float = [&](int arg) {
+    const c10::IValue& v = *n.args[arg];
+    if (v.isNone()) return;
+    if (!v.isInt()) refuse(std::string("its dtype is a ") + v.tagKind());
+    const auto type = static_cast<at::ScalarType>(v.toInt());
+    if (type != at::kFloat) refuse(std::string("it casts to ") + c10::toString(type) + ", not float32");
+  };
+  const auto device_is_own = [&](const c10::IValue& v) {
+    if (v.isNone()) return;
+    if (!v.isDevice() || !is_on(v.toDevice(), device)) {
+      refuse("it moves the probabilities to another device");
+    }
+  };
+  const auto like_other = [&]() {
+    const c10::IValue& v = *n.args[1];
+    if (!v.isTensor() || !v.toTensor().defined()) refuse("'other' is not a tensor");
+    const at::Tensor& t = v.toTensor();
+    if (t.scalar_type() != at::kFloat) {
+      refuse(std::string("it casts to ") + c10::toString(t.scalar_type()) + ", not float32");
+    }
+    device_is_own(c10::IValue(t.device()));
+  };
+  switch (n.spec->id) {
+    case kToDtypeId:
+      dtype_is_float(1);
+      return;
+    case kToDeviceId:
+      device_is_own(*n.args[1]);
+      dtype_is_float(2);
+      return;
+    case kToDtypeLayoutId: {
+      dtype_is_float(1);
+      const c10::IValue& layout = *n.args[2];
+      if (!layout.isNone() && (!layout.isInt() || layout.toInt() != static_cast<int>(at::kStrided))) {
+        refuse("it changes the layout");
+      }
+      device_is_own(*n.args[3]);
+      return;
+    }
+    case kToOtherId:
+    case kTypeAsId:
+      like_other();
+      return;
+    default:
+      refuse("not a cast");
+  }
+}
+
 void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   for (int k = 0; k < g.count; ++k) check_arity(g.nodes[k]);
   const NodeArgs& first = g.nodes[0];
-  const NodeArgs& softmax = g.nodes[g.count - 2];
+  int softmax_at = 1;
+  while (softmax_at < g.count && g.nodes[softmax_at].spec->kind != OpKind::kSoftmax) ++softmax_at;
+  KA_ASSERT(softmax_at + 1 < g.count, "attention group without softmax");
+  const NodeArgs& softmax = g.nodes[softmax_at];
   const NodeArgs& last = g.nodes[g.count - 1];
   const auto refuse = [](const NodeArgs& n, const std::string& why) {
     KA_THROW(NotImplementedError, n.spec->signature, ": not fused as attention: ", why);
@@ -791,7 +864,8 @@ void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
   at::Tensor fill_mask;
   double fill_value = 0.0;
   bool fill_where_false = false;
-  for (int k = 1; k + 2 < g.count; ++k) {
+  for (int k = softmax_at + 1; k + 1 < g.count; ++k) check_identity_cast(g.nodes[k], out.device);
+  for (int k = 1; k < softmax_at; ++k) {
     const NodeArgs& n = g.nodes[k];
     if (n.spec->id == kMulScalarId || n.spec->id == kDivScalarId) {
       const double s = scalar_arg(n, 1, "other");
@@ -831,7 +905,7 @@ void pack_attention(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
       fits = size == 1 || size == scores[static_cast<std::size_t>(nd - d)];
     }
     if (!fits) {
-      refuse(g.nodes[g.count - 3], "mask " + c10::str(m->sizes()) +
+      refuse(g.nodes[softmax_at - 1], "mask " + c10::str(m->sizes()) +
                                        " does not broadcast to the scores " + c10::str(scores));
     }
     *m = m->expand(scores);
@@ -1049,6 +1123,9 @@ std::optional<Sizes> output_sizes(const OpSpec& spec, const c10::IValue* const* 
     case OpKind::kSum:
       if (tensor_sizes[0] == nullptr) return std::nullopt;
       return sum_sizes(*tensor_sizes[0], *args[1], args[2]->isBool() && args[2]->toBool());
+    case OpKind::kIdentityCast:
+      if (tensor_sizes[0] == nullptr) return std::nullopt;
+      return *tensor_sizes[0];
     case OpKind::kMaskedFill: {
       // masked_fill: self's shape; where: its three operands broadcast.
       const bool where = spec.id != kMaskedFillId && spec.id != kMaskedFillTensorId;
@@ -1133,8 +1210,9 @@ void pack_group(const GroupArgs& g, ParamBuffer& buffer, Packed& out) {
     case OpKind::kGemm:
       break;
     case OpKind::kMaskedFill:
+    case OpKind::kIdentityCast:
       KA_THROW(NotImplementedError, g.nodes[0].spec->signature,
-               ": ka runs it only as attention's mask");
+               ": ka runs it only inside a fused attention");
     case OpKind::kAttention:
       KA_ASSERT(false, "no op has the attention kind");
   }

@@ -219,11 +219,11 @@ case "$case_name" in
     "$ka_bench" --suite models --explain --threads 2 --benchmark_filter='_128|resnet' >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 0 ] || fail "exit $rc, expected 0"
-    for c in gpt2_block_128 bert_layer_128 hf_bert_layer_128 llama_block_128 resnet_block_56; do
+    for c in gpt2_block_128 bert_layer_128 hf_bert_layer_128 hf_gpt2_block_128 llama_block_128 resnet_block_56; do
       grep -q "^$c: model .*\.pt " "$tmp/out" || fail "no explanation of case $c"
     done
-    [ "$(grep -c "^  ka: [0-9]* task(s); correct" "$tmp/out")" = "5" ] || fail "not every fused ka variant is correct"
-    [ "$(grep -c "^  ka_unfused: [0-9]* task(s); correct" "$tmp/out")" = "5" ] || fail "not every unfused ka variant is correct"
+    [ "$(grep -c "^  ka: [0-9]* task(s); correct" "$tmp/out")" = "6" ] || fail "not every fused ka variant is correct"
+    [ "$(grep -c "^  ka_unfused: [0-9]* task(s); correct" "$tmp/out")" = "6" ] || fail "not every unfused ka variant is correct"
     grep -qE "^    #[0-9]+ aten::split.Tensor  nodes \[[0-9]+\]  on libtorch: ka has no kernel for aten::split.Tensor; metadata only" "$tmp/out" || fail "GPT-2's split is not a metadata fallback"
     grep -qE "^    #[0-9]+ aten::masked_fill.Scalar  nodes \[[0-9]+\]  on libtorch: .*; reads data" "$tmp/out" || fail "masked_fill is not a data fallback"
     grep -A1 -E "^    #[0-9]+ aten::matmul  nodes" "$tmp/out" | grep -qE "^       kernel bmm_f32.* shape key aten::bmm\(f32\[12,128,64\]" || fail "attention's matmul does not run on ka's bmm"
@@ -238,6 +238,11 @@ case "$case_name" in
     # Hugging Face's BERT, traced: the division by sqrt(head size) is by a 0-dim float64
     # constant (Note [Scale by a 0-dim tensor]).
     grep -q "fused::attention\[aten::matmul+aten::div.Tensor+aten::add.Tensor+aten::softmax.int+aten::matmul\]" "$tmp/out" || fail "Hugging Face BERT's attention is not fused"
+    # Hugging Face's GPT-2, traced: the scale and the fill are 0-dim tensors made from sizes
+    # while extracting, the mask a torch.where, the probabilities cast by .type(v.dtype); the
+    # size arithmetic runs while extracting (Note [Final data while extracting]).
+    grep -q "fused::attention\[aten::matmul+aten::div.Tensor+aten::where.self+aten::softmax.int+aten::to.device+aten::matmul\]" "$tmp/out" || fail "Hugging Face GPT-2's attention is not fused"
+    grep -qE "^    #[0-9]+ aten::pow.Tensor_Scalar  nodes \[[0-9]+\]  on libtorch: .*; reads only final data: ran during extraction" "$tmp/out" || fail "Hugging Face GPT-2's size arithmetic waited for the tasks before it"
     grep -q "UNSUPPORTED\|INCORRECT\|FAILED" "$tmp/out" && fail "a ka variant was not correct"
     ;;
   model_runs)

@@ -137,6 +137,21 @@ TEST(Graph, AttentionWithAWhereOrATensorFillFuses) {
               operands({masked, at::scalar_tensor(-1e4, at::kDouble)}), 1);
 }
 
+TEST(Graph, AttentionKeepsACastToWhatItsProbabilitiesAre) {
+  at::manual_seed(27);
+  const auto q = at::randn({2, 3, 33, 16});
+  const auto k = at::randn({2, 3, 16, 33});
+  const auto v = at::randn({2, 3, 33, 16});
+  // probs.type_as(a float32 tensor) and Hugging Face's probs.to(v.device, float32) are the
+  // identity on ka's float32 probabilities (Note [Identity casts]).
+  expect_same("attention_type_as.ir", {q, k, v, at::zeros({1})}, 1);
+  expect_same("attention_to_device.ir", {q, k, v, at::randn({33, 33})}, 1);
+  // Cast to float64: the packer refuses the group, its nodes run one by one (the cast and the
+  // float64 product on libtorch), and the result is libtorch's.
+  expect_same("attention_type_as.ir", {q, k, v.to(at::kDouble), at::zeros({1}, at::kDouble)},
+              0);
+}
+
 TEST(Graph, AttentionWithoutScaleOrMaskFuses) {
   at::manual_seed(23);
   expect_same("attention_plain.ir",

@@ -36,6 +36,8 @@ struct FusionNode {
   bool scalar_scale = false;
   bool tensor_add = false;     ///< add.Tensor (attention's mask).
   bool masked_fill = false;    ///< masked_fill or where (attention's boolean mask).
+  /// to(dtype|device|other), type_as: attention's probabilities may pass through one.
+  bool identity_cast = false;
   int chain_input = -1;  ///< Index of the previous node whose output this node reads (-1: none).
   int uses = 0;          ///< Readers of this node's output (graph outputs count as readers).
   int external_inputs = 0;  ///< Tensor inputs other than the chain link.

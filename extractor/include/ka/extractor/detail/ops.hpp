@@ -20,15 +20,16 @@
 
 namespace ka::extractor::detail {
 
-/// An op's kernel family; kAttention is a fusion pattern's only (no op has it), and
-/// kMaskedFill has no kernel of its own: masked_fill and where run on ka only as attention's
-/// mask.
+/// An op's kernel family; kAttention is a fusion pattern's only (no op has it). kMaskedFill
+/// and kIdentityCast have no kernel of their own (runs_only_fused): masked_fill and where run
+/// on ka only as attention's mask, and a dtype or device cast only between attention's
+/// softmax and second product, where it casts ka's float32 result to what it is already.
 enum class OpKind : std::uint8_t {
-  kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum, kAttention, kMaskedFill
+  kElementwise, kGemm, kBmm, kSoftmax, kLayerNorm, kSum, kAttention, kMaskedFill, kIdentityCast
 };
 
 /// How many operators the extractor serves.
-constexpr std::size_t kNumOps = 32;
+constexpr std::size_t kNumOps = 37;
 
 /// One operator ka serves: its exact signature, family, schema arity, for element-wise ops
 /// which arguments are tensors, and for out= overloads which argument is the output.
@@ -42,6 +43,11 @@ struct OpSpec {
   std::array<std::int8_t, 2> tensor_args{{-1, -1}};
   std::int8_t out_arg = -1;  ///< out= overloads: the argument the result is written into.
 };
+
+/// Whether ka runs the op only as part of a fused group (a group of its own is refused).
+constexpr bool runs_only_fused(const OpSpec& op) {
+  return op.kind == OpKind::kMaskedFill || op.kind == OpKind::kIdentityCast;
+}
 
 /// Every op, in a fixed order (OpSpec::id indexes it).
 const std::array<OpSpec, kNumOps>& op_specs();
