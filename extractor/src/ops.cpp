@@ -63,6 +63,7 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {34, "aten::to.other", OpKind::kIdentityCast, 5, false, false, {{-1, -1}}},
     {35, "aten::to.dtype_layout", OpKind::kIdentityCast, 8, false, false, {{-1, -1}}},
     {36, "aten::type_as", OpKind::kIdentityCast, 2, false, false, {{-1, -1}}},
+    {37, "aten::contiguous", OpKind::kElementwise, 2, false, false, {{0, -1}}},
 }};
 
 constexpr int kMulScalarId = 5;
@@ -77,6 +78,7 @@ constexpr int kToDeviceId = 33;
 constexpr int kToOtherId = 34;
 constexpr int kToDtypeLayoutId = 35;
 constexpr int kTypeAsId = 36;
+constexpr int kContiguousId = 37;
 constexpr int kSoftmaxId = 16;  // aten::_softmax (softmax.int is 17)
 constexpr int kMatmulId = 22;
 constexpr int kMulTensorId = 4;
@@ -310,6 +312,29 @@ int emit_pow(const NodeArgs& n, int x, kernels::EwProgram& p) {
            " (Note [Integer powers])");
 }
 
+// Note [contiguous as a copy]
+// aten::contiguous of a strided tensor is a copy into a new contiguous tensor: ka's
+// element-wise kernel with a program that only reads its input (heads merged back after
+// attention, q, k and v made contiguous before bmm), where libtorch's copy was a data fallback
+// that waited for every task before it. Of a contiguous tensor it returns the tensor itself,
+// an alias that a copy would break (a later in-place write through either would not reach the
+// other), so that case is refused and runs on libtorch (a view: during extraction). In a
+// chain, after an element-wise op of ka's whose result never materialises, it is the
+// identity. Only the default memory format is ka's.
+void check_contiguous_copy(const NodeArgs& n) {
+  const c10::IValue& format = *n.args[1];
+  const bool default_format =
+      format.isNone() ||
+      (format.isInt() && format.toInt() == static_cast<int>(c10::MemoryFormat::Contiguous));
+  KA_CHECK_TYPE(NotImplementedError, default_format, n.spec->signature,
+                ": ka copies to the default (contiguous) memory format only");
+  if (n.link_arg == 0) return;
+  const c10::IValue& v = *n.args[0];
+  KA_CHECK_TYPE(NotImplementedError,
+                !(v.isTensor() && v.toTensor().defined() && v.toTensor().is_contiguous()),
+                n.spec->signature, ": already contiguous: libtorch returns it as it is");
+}
+
 // Emits node `n`'s computation; `link` is the register of the previous node's output.
 int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgram& p,
                      Device device) {
@@ -380,6 +405,9 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
       return p.unary(EwOp::kTanh, reg(0, "self"));
     case kPowScalarId:
       return emit_pow(n, reg(0, "self"), p);
+    case kContiguousId:
+      check_contiguous_copy(n);
+      return n.link_arg == 0 ? link : reg(0, "self");
     default:
       KA_ASSERT(false, op.signature, " is not element-wise");
   }

@@ -667,7 +667,7 @@ KernelDescriptor make_descriptor() {
   d.ops = {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
            "aten::maximum",    "aten::neg",        "aten::exp",        "aten::tanh",
            "aten::relu",       "aten::gelu",       "aten::sigmoid",    "aten::silu",
-           "aten::pow.Tensor_Scalar"};
+           "aten::pow.Tensor_Scalar", "aten::contiguous"};
   d.dtypes = {DType::kFloat32};
   d.device = DeviceType::kCPU;
   const auto threads = detail::cpu_thread_candidates();

@@ -140,19 +140,16 @@ TEST(Fallback, AGpt2BlockRunsWithLibtorchForWhatKaDoesNotServe) {
     }
     // Two layer norms, four linears, the scale, the mask add, softmax, gelu, two residuals.
     EXPECT_GE(on_ka, fusion ? 6 : 12);
-    // The views run during extraction; contiguous copies, so it reads data: it waits for the
-    // task that makes its input, or runs at once where libtorch's matmul made it (batch 2,
-    // unfused: Note [Final data while extracting]). The heads' matmuls are bmms on ka.
+    // The views run during extraction; contiguous of the merged heads is a copy on ka (Note
+    // [contiguous as a copy]). The heads' matmuls are bmms on ka.
     const TaskPlan* split = find_plan(got.tasks, "aten::split.Tensor");
     ASSERT_NE(split, nullptr);
     EXPECT_NE(split->config.find("metadata"), std::string::npos) << split->config;
     EXPECT_NE(split->fallback.find("ka has no kernel for aten::split.Tensor"), std::string::npos);
     const TaskPlan* contiguous = find_plan(got.tasks, "aten::contiguous");
     ASSERT_NE(contiguous, nullptr);
-    EXPECT_NE(contiguous->config.find(batch == 2 && !fusion ? "reads only final data"
-                                                            : "reads data: ran after"),
-              std::string::npos)
-        << contiguous->config;
+    EXPECT_NE(contiguous->provenance, db::Provenance::kFallback) << contiguous->fallback;
+    EXPECT_EQ(contiguous->kernel, "ew_chain_f32");
     const TaskPlan* attention = find_plan(
         got.tasks,
         "fused::attention[aten::matmul+aten::mul.Scalar+aten::add.Tensor+aten::softmax.int+"
@@ -400,6 +397,42 @@ graph(%x : Tensor):
     });
     ASSERT_NE(div, got.tasks.end());
     EXPECT_NE(div->provenance, db::Provenance::kFallback) << div->fallback;
+  }
+}
+
+TEST(Fallback, ContiguousCopiesAStridedTensorOnKaAndAliasesAContiguousOne) {
+  // Note [contiguous as a copy]: a strided input is copied by ka's element-wise kernel (fused
+  // with what follows); a contiguous one is returned as it is, by libtorch, so the in-place
+  // add through it reaches x, as in libtorch's own run.
+  const Scripted s(R"TS(
+def f(x: Tensor):
+    z = x.contiguous()
+    z.add_(1.0)
+    y = x.transpose(0, 1).contiguous() * 2.0
+    return y, x
+)TS",
+                   "f");
+  at::manual_seed(14);
+  const at::Tensor x = at::randn({37, 29});
+  Runtime rt;
+  for (const bool fusion : {true, false}) {
+    SCOPED_TRACE(fusion ? "fused" : "unfused");
+    const std::vector<c10::IValue> inputs = {x.clone()};
+    const GraphResult got = rt.run_graph(*s.graph, inputs, {fusion});
+    expect_outputs_match(got.outputs, s.reference({x.clone()}));
+    EXPECT_TRUE(at::allclose(inputs[0].toTensor(), x + 1.0));
+    std::vector<const TaskPlan*> copies;
+    for (const TaskPlan& t : got.tasks) {
+      if (t.pattern.find("aten::contiguous") != std::string::npos) copies.push_back(&t);
+    }
+    ASSERT_EQ(copies.size(), 2U);
+    EXPECT_EQ(copies[0]->pattern, "aten::contiguous");
+    EXPECT_EQ(copies[0]->provenance, db::Provenance::kFallback);
+    EXPECT_NE(copies[0]->fallback.find("already contiguous"), std::string::npos)
+        << copies[0]->fallback;
+    EXPECT_EQ(copies[1]->pattern, fusion ? "fused::ew_chain[aten::contiguous+aten::mul.Scalar]"
+                                         : "aten::contiguous");
+    EXPECT_EQ(copies[1]->kernel, "ew_chain_f32");
   }
 }
 
