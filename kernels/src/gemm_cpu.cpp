@@ -195,21 +195,43 @@ std::int64_t a_block_rows(std::int64_t block_m, std::int64_t kb, std::int64_t ro
   return std::min(std::max(fit, mr), round_up(rows, mr));
 }
 
+// Note [Prefetching the next B sliver]
+// A B sliver (kb x nr floats, 32 KiB at 256 x 32) is read from memory by the first A sliver
+// that multiplies it: a weight packed ahead of the run is seldom in cache, as a model's
+// weights together outgrow it. That first pass runs at the speed of memory, not of the FMAs
+// (it needs 128 bytes of B per 6 cycles), once in every block's A slivers. So while the A
+// slivers run over one B sliver, each micro-kernel call prefetches its share of the next
+// one (into L2: two slivers would not fit in L1 together).
+void prefetch_share(const float* sliver, std::int64_t sliver_floats, std::int64_t part,
+                    std::int64_t parts) {
+  constexpr std::int64_t kLine = 64 / sizeof(float);
+  const std::int64_t lines = ceil_div(sliver_floats, kLine);
+  for (std::int64_t l = part * lines / parts; l < (part + 1) * lines / parts; ++l) {
+    __builtin_prefetch(sliver + l * kLine, 0, 2);
+  }
+}
+
 // out[i0 : i0 + rows_total, j0 : j0 + cols_total] += alpha * (packed A block) * (packed B
-// panel), K blocks of kb; the activation follows on the last K block.
+// panel), K blocks of kb; the activation follows on the last K block. `after_panel`: the B
+// sliver read after the panel's last one (the next K block's first), or null.
 void multiply_block(const TileJob& job, const float* ap_block, const float* bp_panel,
                     std::int64_t kb, float* out, std::int64_t i0, std::int64_t rows_total,
-                    std::int64_t j0, std::int64_t cols_total, bool last_k) {
+                    std::int64_t j0, std::int64_t cols_total, bool last_k,
+                    const float* after_panel) {
   const std::int64_t mr = detail::kMicroRows;
   const std::int64_t nr = job.micro.cols;
   const std::int64_t ldc = job.ldc;
+  const std::int64_t strips = ceil_div(cols_total, nr);
+  const std::int64_t a_slivers = ceil_div(rows_total, mr);
   alignas(64) float edge[detail::kMicroRows * detail::kMaxMicroCols];
-  for (std::int64_t js = 0; js < ceil_div(cols_total, nr); ++js) {
+  for (std::int64_t js = 0; js < strips; ++js) {
     const std::int64_t cols = std::min(nr, cols_total - js * nr);
     const float* bp = bp_panel + js * nr * kb;
-    for (std::int64_t is = 0; is < ceil_div(rows_total, mr); ++is) {
+    const float* next = js + 1 < strips ? bp + nr * kb : after_panel;
+    for (std::int64_t is = 0; is < a_slivers; ++is) {
       const std::int64_t rows = std::min(mr, rows_total - is * mr);
       const float* ap = ap_block + is * mr * kb;
+      if (next != nullptr) prefetch_share(next, nr * kb, is, a_slivers);
       float* c = out + (i0 + is * mr) * ldc + j0 + js * nr;
       if (rows == mr && cols == nr) {
         job.micro.fn(kb, ap, bp, c, ldc, job.alpha);
@@ -267,10 +289,18 @@ void run_tile(const TileJob& job, std::int64_t block) {
     // column j0's (j0 is a multiple of nr when B is packed ahead).
     const float* bp = job.b_packed != nullptr ? job.b_packed + k0 * padded_n + j0 * kb : buf.b.data();
     if (job.b_packed == nullptr) job.micro.pack_b(b, job.b_rs, job.b_cs, k0, kb, j0, nb, nr, buf.b.data());
+    // Packed ahead, the next K block's first sliver is known now (Note [Prefetching the next
+    // B sliver]); a B packed per block is written just before it is read.
+    const std::int64_t next_k0 = k0 + job.tile_k;
+    const float* after_panel = nullptr;
+    if (job.b_packed != nullptr && next_k0 < job.shape.k) {
+      after_panel = job.b_packed + next_k0 * padded_n + j0 * std::min(job.tile_k, job.shape.k - next_k0);
+    }
     for (std::int64_t ib = 0; ib < mb; ib += mc) {
       const std::int64_t rows = std::min(mc, mb - ib);
       job.micro.pack_a(a, job.a_rs, job.a_cs, i0 + ib, rows, k0, kb, buf.a.data());
-      multiply_block(job, buf.a.data(), bp, kb, out, i0 + ib, rows, j0, nb, last_k);
+      multiply_block(job, buf.a.data(), bp, kb, out, i0 + ib, rows, j0, nb, last_k,
+                     ib + mc >= mb ? after_panel : bp);
     }
   }
 }
