@@ -223,11 +223,14 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
   const std::int64_t ldc = job.ldc;
   const std::int64_t strips = ceil_div(cols_total, nr);
   const std::int64_t a_slivers = ceil_div(rows_total, mr);
-  alignas(64) float edge[detail::kMicroRows * detail::kMaxMicroCols];
+  alignas(64) float buffer[detail::kMicroRows * detail::kMaxMicroCols];
   for (std::int64_t js = 0; js < strips; ++js) {
     const std::int64_t cols = std::min(nr, cols_total - js * nr);
     const float* bp = bp_panel + js * nr * kb;
-    const float* next = js + 1 < strips ? bp + nr * kb : after_panel;
+    // A B packed per task was just written, so it is in cache already.
+    const float* next = job.b_packed == nullptr ? nullptr
+                        : js + 1 < strips       ? bp + nr * kb
+                                                : after_panel;
     for (std::int64_t is = 0; is < a_slivers; ++is) {
       const std::int64_t rows = std::min(mr, rows_total - is * mr);
       const float* ap = ap_block + is * mr * kb;
@@ -235,11 +238,13 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
       float* c = out + (i0 + is * mr) * ldc + j0 + js * nr;
       if (rows == mr && cols == nr) {
         job.micro.fn(kb, ap, bp, c, ldc, job.alpha);
+      } else if (job.micro.edge != nullptr) {  // Note [Edge micro-tiles]
+        job.micro.edge(static_cast<int>(rows), cols, kb, ap, bp, c, ldc, job.alpha);
       } else {
-        std::fill(edge, edge + mr * nr, 0.0F);
-        job.micro.fn(kb, ap, bp, edge, nr, job.alpha);
+        std::fill(buffer, buffer + mr * nr, 0.0F);
+        job.micro.fn(kb, ap, bp, buffer, nr, job.alpha);
         for (std::int64_t r = 0; r < rows; ++r) {
-          for (std::int64_t j = 0; j < cols; ++j) c[r * ldc + j] += edge[r * nr + j];
+          for (std::int64_t j = 0; j < cols; ++j) c[r * ldc + j] += buffer[r * nr + j];
         }
       }
     }

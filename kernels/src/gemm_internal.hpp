@@ -22,10 +22,24 @@ constexpr int kMaxMicroCols = 48;
 using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, float* c,
                              std::int64_t ldc, float alpha);
 
+// Note [Edge micro-tiles]
+// A task whose rows are not a multiple of kMicroRows ends in a short A sliver (BERT's 128
+// tokens: 21 slivers of 6 and one of 2), and one whose columns are not a multiple of nr in a
+// narrow B sliver. The full micro-kernel on such a tile computes rows that are dropped (4 of
+// 6 at 128 rows) into a buffer whose useful part is then added to C by a scalar loop. An
+// edge kernel computes only the sliver's rows (one instance per row count) and reads and
+// writes only its columns (masked), straight into C. An ISA without one (the portable
+// kernel) takes the buffer path.
+
+/// C[0:rows, 0:cols] += alpha * (the first `rows` rows of a packed A sliver) * (a packed B
+/// sliver, of which the first `cols` columns are kept); rows <= kMicroRows, cols <= nr.
+using MicroEdge = void (*)(int rows, std::int64_t cols, std::int64_t kc, const float* a,
+                           const float* b, float* c, std::int64_t ldc, float alpha);
+
 /// Packs rows [row0, row0 + rows) x columns [k0, k0 + kb) of A (element (i, k) at
 /// src[i * s0 + k * s1]) into slivers of kMicroRows rows, kMicroRows values per k (the
 /// micro-kernel's order). Rows past the edge repeat the last row: the micro-tiles they fall
-/// in go through the edge buffer, whose extra rows are dropped. May write up to kPackSlack
+/// in are edge tiles, whose extra rows are never stored. May write up to kPackSlack
 /// floats past the last sliver (vector stores that overlap the next k's values).
 using PackA = void (*)(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t row0,
                        std::int64_t rows, std::int64_t k0, std::int64_t kb, float* dst);
@@ -50,6 +64,7 @@ struct MicroKernelInfo {
   const char* isa;
   int cols;  ///< nr
   MicroKernel fn;
+  MicroEdge edge;  ///< null: edge tiles go through a buffer (Note [Edge micro-tiles])
   PackA pack_a;
   PackB pack_b;
   SkinnyColumns skinny;     ///< B row-major

@@ -1,4 +1,4 @@
-// AVX2+FMA micro-kernel: 6 x 16 floats, 12 ymm accumulators. Compiled with -mavx2 -mfma and
+// AVX2+FMA micro-kernel: 6 x 16 floats, 12 ymm accumulators, and its edge tiles. Compiled with -mavx2 -mfma and
 // only called after the CPU was checked for both (see gemm_cpu_isa()).
 #include "gemm_internal.hpp"
 
@@ -11,15 +11,25 @@
 namespace ka::kernels::detail {
 namespace {
 
-void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-                float alpha) {
+// The lanes of a vector of 8 columns that fall in a tile `n` columns wide from its start,
+// as maskload/maskstore's mask.
+inline __m256i lanes(std::int64_t n) {
+  const auto clamped = static_cast<int>(std::clamp<std::int64_t>(n, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(clamped), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// R x 16 floats of C, the first `cols` columns of them when Masked (Note [Edge micro-tiles]):
+// 2R ymm accumulators.
+template <int R, bool Masked>
+inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c,
+                       std::int64_t ldc, float alpha, std::int64_t cols) {
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
   // the K loop runs (every line of a row, aligned or not).
-  for (int r = 0; r < kMicroRows; ++r) {
+  for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
   }
-  __m256 acc[kMicroRows][2];
+  __m256 acc[R][2];
   for (auto& row : acc) {
     row[0] = _mm256_setzero_ps();
     row[1] = _mm256_setzero_ps();
@@ -28,7 +38,7 @@ void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::
     const __m256 b0 = _mm256_loadu_ps(b);
     const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
-    for (int r = 0; r < kMicroRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       const __m256 ar = _mm256_broadcast_ss(a + r);
       acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
@@ -38,10 +48,35 @@ void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::
   }
   const __m256 va = _mm256_set1_ps(alpha);
 #pragma GCC unroll 6
-  for (int r = 0; r < kMicroRows; ++r) {
+  for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
-    _mm256_storeu_ps(row, _mm256_fmadd_ps(va, acc[r][0], _mm256_loadu_ps(row)));
-    _mm256_storeu_ps(row + 8, _mm256_fmadd_ps(va, acc[r][1], _mm256_loadu_ps(row + 8)));
+    if constexpr (Masked) {
+      const __m256i m0 = lanes(cols);
+      const __m256i m1 = lanes(cols - 8);
+      _mm256_maskstore_ps(row, m0, _mm256_fmadd_ps(va, acc[r][0], _mm256_maskload_ps(row, m0)));
+      _mm256_maskstore_ps(row + 8, m1,
+                          _mm256_fmadd_ps(va, acc[r][1], _mm256_maskload_ps(row + 8, m1)));
+    } else {
+      _mm256_storeu_ps(row, _mm256_fmadd_ps(va, acc[r][0], _mm256_loadu_ps(row)));
+      _mm256_storeu_ps(row + 8, _mm256_fmadd_ps(va, acc[r][1], _mm256_loadu_ps(row + 8)));
+    }
+  }
+}
+
+void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+                float alpha) {
+  micro_tile<kMicroRows, false>(kc, a, b, c, ldc, alpha, 16);
+}
+
+void micro_edge(int rows, std::int64_t cols, std::int64_t kc, const float* a, const float* b,
+                float* c, std::int64_t ldc, float alpha) {
+  switch (rows) {
+    case 1: micro_tile<1, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 2: micro_tile<2, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 3: micro_tile<3, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 4: micro_tile<4, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 5: micro_tile<5, true>(kc, a, b, c, ldc, alpha, cols); break;
+    default: micro_tile<kMicroRows, true>(kc, a, b, c, ldc, alpha, cols); break;
   }
 }
 
@@ -187,8 +222,8 @@ void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
 }  // namespace
 
 MicroKernelInfo micro_kernel_avx2(int cols) {
-  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr};
-  return {"avx2", 16, &micro_6x16, &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2,
+  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  return {"avx2", 16, &micro_6x16, &micro_edge, &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2,
           &skinny_dot_avx2};
 }
 

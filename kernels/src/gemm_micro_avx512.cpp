@@ -1,4 +1,5 @@
-// AVX-512 micro-kernels: 6 x 16, 6 x 32 (the default: 12 zmm accumulators) and 6 x 48 floats.
+// AVX-512 micro-kernels: 6 x 16, 6 x 32 (the default: 12 zmm accumulators) and 6 x 48 floats,
+// and their edge tiles.
 // Compiled with -mavx512f -mfma and only called after the CPU was checked for AVX-512 (see
 // gemm_cpu_isa()).
 #include "gemm_internal.hpp"
@@ -10,22 +11,28 @@
 namespace ka::kernels::detail {
 namespace {
 
-// 6 x (16 * V) floats: 6V zmm accumulators (V = 3: 18, plus three B vectors and the
-// broadcast, 22 of 32 registers). Wider tiles load fewer B vectors per FMA but need more
-// columns to fill; the tunable micro_n picks one per shape.
-template <int V>
-void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-               float alpha) {
+// Lanes of a vector of 16 columns that fall in a tile `n` columns wide from its start.
+inline __mmask16 lanes(std::int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1U << n) - 1U);
+}
+
+// R x (16 * V) floats of C, the first `cols` columns of them when Masked (Note [Edge
+// micro-tiles]): R * V zmm accumulators (6 x 48: 18, plus three B vectors and the broadcast,
+// 22 of 32 registers). Wider tiles load fewer B vectors per FMA but need more columns to
+// fill; the tunable micro_n picks one per shape.
+template <int R, int V, bool Masked>
+inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c,
+                       std::int64_t ldc, float alpha, std::int64_t cols) {
   constexpr int kWidth = 16 * V;
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
   // the K loop runs (every line of a row, aligned or not).
-  for (int r = 0; r < kMicroRows; ++r) {
+  for (int r = 0; r < R; ++r) {
     for (int v = 0; v < V; ++v) {
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_T0);
     }
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kWidth - 1), _MM_HINT_T0);
   }
-  __m512 acc[kMicroRows][V];
+  __m512 acc[R][V];
   for (auto& row : acc) {
     for (auto& x : row) x = _mm512_setzero_ps();
   }
@@ -33,7 +40,7 @@ void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::i
     __m512 bv[V];
     for (int v = 0; v < V; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 6
-    for (int r = 0; r < kMicroRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r]);
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
@@ -42,12 +49,37 @@ void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::i
   }
   const __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 6
-  for (int r = 0; r < kMicroRows; ++r) {
+  for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
     for (int v = 0; v < V; ++v) {
-      _mm512_storeu_ps(row + 16 * v,
-                       _mm512_fmadd_ps(va, acc[r][v], _mm512_loadu_ps(row + 16 * v)));
+      if constexpr (Masked) {
+        const __mmask16 m = lanes(cols - 16 * v);
+        _mm512_mask_storeu_ps(row + 16 * v, m,
+                              _mm512_fmadd_ps(va, acc[r][v], _mm512_maskz_loadu_ps(m, row + 16 * v)));
+      } else {
+        _mm512_storeu_ps(row + 16 * v,
+                         _mm512_fmadd_ps(va, acc[r][v], _mm512_loadu_ps(row + 16 * v)));
+      }
     }
+  }
+}
+
+template <int V>
+void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+               float alpha) {
+  micro_tile<kMicroRows, V, false>(kc, a, b, c, ldc, alpha, 16 * V);
+}
+
+template <int V>
+void micro_edge(int rows, std::int64_t cols, std::int64_t kc, const float* a, const float* b,
+                float* c, std::int64_t ldc, float alpha) {
+  switch (rows) {
+    case 1: micro_tile<1, V, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 2: micro_tile<2, V, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 3: micro_tile<3, V, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 4: micro_tile<4, V, true>(kc, a, b, c, ldc, alpha, cols); break;
+    case 5: micro_tile<5, V, true>(kc, a, b, c, ldc, alpha, cols); break;
+    default: micro_tile<kMicroRows, V, true>(kc, a, b, c, ldc, alpha, cols); break;
   }
 }
 
@@ -65,9 +97,6 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
     pack_b_generic(src, s0, s1, k0, kb, col0, cols, nr, dst);
     return;
   }
-  const auto lanes = [](std::int64_t n) {
-    return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1U << n) - 1U);
-  };
   for (std::int64_t s = 0; s * nr < cols; ++s) {
     float* out = dst + s * nr * kb;
     const float* in = src + k0 * s0 + col0 + s * nr;
@@ -87,20 +116,21 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
   }
 }
 
-MicroKernelInfo with_width(int cols, MicroKernel fn) {
-  return {"avx512", cols, fn, &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512,
-          &skinny_dot_avx512};
+template <int V>
+MicroKernelInfo with_width() {
+  return {"avx512", 16 * V, &micro_6xv<V>, &micro_edge<V>, &pack_a_avx2, &pack_b_avx512,
+          &skinny_columns_avx512, &skinny_dot_avx512};
 }
 
 }  // namespace
 
 MicroKernelInfo micro_kernel_avx512(int cols) {
   switch (cols) {
-    case 16: return with_width(16, &micro_6xv<1>);
+    case 16: return with_width<1>();
     case 0:
-    case 32: return with_width(32, &micro_6xv<2>);
-    case 48: return with_width(48, &micro_6xv<3>);
-    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr, nullptr};
+    case 32: return with_width<2>();
+    case 48: return with_width<3>();
+    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   }
 }
 

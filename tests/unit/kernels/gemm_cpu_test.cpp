@@ -139,6 +139,46 @@ TEST(GemmCpu, EveryMicroTileWidthAndABlockHeight) {
   }
 }
 
+// Edge tiles (Note [Edge micro-tiles]): a last A sliver of every row count and B slivers that
+// end inside each of their vectors, at every micro-tile width, written into the corner of a
+// larger buffer whose other elements must keep their values. They hold -0.0: a store past the
+// edge of C + 0 (packed B is zero there) would leave +0.0, so even that shows.
+TEST(GemmCpu, EdgeTilesWriteOnlyTheirRowsAndColumns) {
+  at::manual_seed(12);
+  constexpr std::int64_t kPad = 24;
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    for (const std::int64_t width : gemm_cpu_micro_widths()) {
+      for (const std::int64_t m : {1, 2, 3, 4, 5, 7, 11, 128}) {
+        for (const std::int64_t n : {1L, 9L, 17L, 31L, width - 1, width + 5}) {
+          const at::Tensor a = at::rand({m, 37}) * 2 - 1;
+          const at::Tensor b = at::rand({37, n}) * 2 - 1;
+          const at::Tensor bias = at::rand({n}) * 2 - 1;
+          at::Tensor big = at::full({m + kPad, n + kPad}, -0.0F, at::kFloat);
+          at::Tensor out = big.narrow(0, 0, m).narrow(1, 0, n);
+          AddmmArgs args = mm_args(out, a, b);
+          args.self = view_of(bias);
+          args.beta = 0.5F;
+          args.alpha = 1.5F;
+          LaunchConfig cfg = config(192, 96, 64, 1);
+          cfg.set("micro_n", width);
+          const std::string what = isa + " micro_n " + std::to_string(width) + " " +
+                                   std::to_string(m) + "x37x" + std::to_string(n);
+          const Status st = gemm_f32_cpu(args, cfg);
+          ASSERT_TRUE(st.is_ok()) << what << ": " << st.reason();
+          const at::Tensor ref = at::addmm(bias, a, b, 0.5, 1.5);
+          EXPECT_TRUE(at::allclose(out, ref, 1e-4, 1e-4))
+              << what << ": max abs error " << (out - ref).abs().max().item<float>();
+          for (const at::Tensor& pad : {big.narrow(1, n, kPad), big.narrow(0, m, kPad)}) {
+            EXPECT_TRUE((pad.eq(0) & pad.signbit()).all().item<bool>())
+                << what << ": wrote past the output's rows or columns";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmCpu, ZeroSizeDimensions) {
   const LaunchConfig cfg = config(12, 32, 64, 2);
   for (const Shape& s : std::vector<Shape>{{0, 5, 7}, {5, 0, 7}, {5, 7, 0}, {0, 0, 0}}) {
