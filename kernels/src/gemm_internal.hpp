@@ -130,28 +130,28 @@ void skinny_dot_avx512(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t
 void skinny_dot_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
 void skinny_dot_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end);
 /// Rows of B a skinny pass reads before the next (every row of A is applied to each of them
-/// while its vectors are in registers).
+/// while its vectors are in registers), on AVX2 and the portable path; AVX-512 reads more
+/// (Note [Longer AVX-512 skinny passes]).
 constexpr std::int64_t kSkinnyRowsPerPass = 8;
 
-/// The skinny path's passes, shared by the ISAs: for each block of kSkinnyRowsPerPass rows of
-/// B, A's block is copied k-major into `ap` (ap[k * m + r] = A[r, k0 + k], so a strip's
-/// broadcasts share one pointer) and `strips(ap, kb, b, next)` applies it to B's rows
-/// [k0, k0 + kb) starting at `b`; `next` is the next pass's first row (to prefetch during this
-/// one), null when no full pass follows.
-template <typename Strips>
+/// The skinny path's passes, shared by the ISAs: for each block of `Rows` rows of B, A's block
+/// is copied k-major into `ap` (ap[k * m + r] = A[r, k0 + k], so a strip's broadcasts share
+/// one pointer) and `strips(ap, kb, b, next)` applies it to B's rows [k0, k0 + kb) starting
+/// at `b`; `next` is the next pass's first row (to prefetch during this one), null when no
+/// full pass follows.
+template <std::int64_t Rows, typename Strips>
 inline void for_each_skinny_pass(const SkinnyArgs& s, Strips&& strips) {
-  alignas(64) float ap[kSkinnyRowsPerPass * kSkinnyMaxRows];
-  for (std::int64_t k0 = 0; k0 < s.k; k0 += kSkinnyRowsPerPass) {
-    const std::int64_t kb = s.k - k0 < kSkinnyRowsPerPass ? s.k - k0 : kSkinnyRowsPerPass;
+  alignas(64) float ap[Rows * kSkinnyMaxRows];
+  for (std::int64_t k0 = 0; k0 < s.k; k0 += Rows) {
+    const std::int64_t kb = s.k - k0 < Rows ? s.k - k0 : Rows;
     for (std::int64_t k = 0; k < kb; ++k) {
       for (std::int64_t r = 0; r < s.m; ++r) {
         ap[k * s.m + r] = s.a[r * s.a_row_stride + (k0 + k) * s.a_col_stride];
       }
     }
     const float* b = s.b + k0 * s.ldb;
-    const bool more = k0 + kb + kSkinnyRowsPerPass <= s.k;
-    strips(static_cast<const float*>(ap), kb, b,
-           more ? b + kSkinnyRowsPerPass * s.ldb : nullptr);
+    const bool more = k0 + kb + Rows <= s.k;
+    strips(static_cast<const float*>(ap), kb, b, more ? b + Rows * s.ldb : nullptr);
   }
 }
 
@@ -187,13 +187,13 @@ using SkinnyGroupKernel = void (*)(const float* ap, std::int64_t lda, const floa
                                    std::int64_t ldc, std::int64_t cols, std::int64_t kb,
                                    float alpha);
 
-/// The skinny paths' driver: every pass (for_each_skinny_pass), every group of at most
-/// `max_rows` rows (for_each_row_group) over the columns [col_begin, col_end), each by
-/// `kernel_for(rows)`. Only the first group prefetches the next pass.
-template <typename KernelFor>
+/// The skinny paths' driver: every pass of `PassRows` rows of B (for_each_skinny_pass), every
+/// group of at most `max_rows` rows (for_each_row_group) over the columns [col_begin,
+/// col_end), each by `kernel_for(rows)`. Only the first group prefetches the next pass.
+template <std::int64_t PassRows, typename KernelFor>
 inline void run_skinny_groups(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end,
                               std::int64_t max_rows, KernelFor&& kernel_for) {
-  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
+  for_each_skinny_pass<PassRows>(s, [&](const float* ap, std::int64_t kb, const float* b,
                               const float* next) {
     for_each_row_group(s.m, max_rows, [&](std::int64_t r0, std::int64_t rows) {
       const SkinnyGroupKernel kernel = kernel_for(rows);

@@ -76,7 +76,7 @@ void pack_b_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int
 // L1 while the rows take their turns, so B is read from memory once.
 void skinny_columns_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
   constexpr std::int64_t kStrip = 64;
-  for_each_skinny_pass(s, [&](const float* ap, std::int64_t kb, const float* b,
+  for_each_skinny_pass<kSkinnyRowsPerPass>(s, [&](const float* ap, std::int64_t kb, const float* b,
                               const float* /*next*/) {
     for (std::int64_t j = col_begin; j < col_end; j += kStrip) {
       const std::int64_t w = std::min(kStrip, col_end - j);
