@@ -1,5 +1,5 @@
-// AVX2+FMA micro-kernel: 6 x 16 floats, 12 ymm accumulators, and its edge tiles. Compiled with -mavx2 -mfma and
-// only called after the CPU was checked for both (see gemm_cpu_isa()).
+// AVX2+FMA micro-kernel: 6 x 16 floats, 12 ymm accumulators, and its edge tiles. Compiled with
+// -mavx2 -mfma and only called after the CPU was checked for both (see gemm_cpu_isa()).
 #include "gemm_internal.hpp"
 
 #include <ka/core/error.hpp>
@@ -222,7 +222,9 @@ void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
 }  // namespace
 
 MicroKernelInfo micro_kernel_avx2(int cols) {
-  if (cols != 0 && cols != 16) return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  if (cols != 0 && cols != 16) {
+    return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  }
   return {"avx2", 16, &micro_6x16, &micro_edge, &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2,
           &skinny_dot_avx2};
 }

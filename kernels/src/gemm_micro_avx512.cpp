@@ -54,8 +54,8 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
     for (int v = 0; v < V; ++v) {
       if constexpr (Masked) {
         const __mmask16 m = lanes(cols - 16 * v);
-        _mm512_mask_storeu_ps(row + 16 * v, m,
-                              _mm512_fmadd_ps(va, acc[r][v], _mm512_maskz_loadu_ps(m, row + 16 * v)));
+        const __m512 old = _mm512_maskz_loadu_ps(m, row + 16 * v);
+        _mm512_mask_storeu_ps(row + 16 * v, m, _mm512_fmadd_ps(va, acc[r][v], old));
       } else {
         _mm512_storeu_ps(row + 16 * v,
                          _mm512_fmadd_ps(va, acc[r][v], _mm512_loadu_ps(row + 16 * v)));

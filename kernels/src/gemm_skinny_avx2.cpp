@@ -133,10 +133,11 @@ void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
   const bool wide = s.m <= 2;
   // Balanced groups of at most kMaxGroupRows rows. Note [AVX2 skinny row groups].
-  run_skinny_groups<kSkinnyRowsPerPass>(s, col_begin, col_end, kMaxGroupRows, [&](std::int64_t rows) {
+  const auto kernel_for = [&](std::int64_t rows) {
     return wide ? kWide[static_cast<std::size_t>(rows - 1)]
                 : kNarrow[static_cast<std::size_t>(rows - 1)];
-  });
+  };
+  run_skinny_groups<kSkinnyRowsPerPass>(s, col_begin, col_end, kMaxGroupRows, kernel_for);
 }
 
 }  // namespace ka::kernels::detail

@@ -19,11 +19,12 @@ namespace {
 // A decode GEMM's cost is reading B once. Sweeping a narrow strip of B down K before the next
 // strip makes every row of the strip a new page (B's rows are 16 KiB apart at N = 4096), and
 // the strip's rows all fall in a few of the L2's sets, so a group of rows that revisits it
-// reads it from memory again. So B is read along its rows: kSkinnyRowsPerPass rows at a time
-// (for_each_skinny_pass), each as a contiguous stream across the task's columns, every row of
-// A applied to each vector of B as it arrives; C (M x the task's columns) stays in L1/L2
-// between passes. The rows go in groups whose accumulators fit the registers (Note [AVX-512
-// skinny row groups], Note [AVX2 skinny row groups]).
+// reads it from memory again. So B is read along its rows, a pass of a few rows at a time
+// (for_each_skinny_pass; Note [Longer AVX-512 skinny passes]), each as a contiguous stream
+// across the task's columns, every row of A applied to each vector of B as it arrives; C
+// (M x the task's columns) stays in L1/L2 between passes. The rows go in groups whose
+// accumulators fit the registers (Note [AVX-512 skinny row groups], Note [AVX2 skinny row
+// groups]).
 #ifndef KA_SKINNY_HINT
 #define KA_SKINNY_HINT _MM_HINT_T1
 #endif
