@@ -36,6 +36,21 @@ using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, fl
 using MicroEdge = void (*)(int rows, std::int64_t cols, std::int64_t kc, const float* a,
                            const float* b, float* c, std::int64_t ldc, float alpha);
 
+/// Calls `tile(std::integral_constant<int, R>{})` with R = rows (1 to kMicroRows): an ISA's
+/// MicroEdge picks its kernel instance for the row count with it.
+template <typename Tile>
+inline void with_row_count(int rows, Tile&& tile) {
+  static_assert(kMicroRows == 6, "one case per row count");
+  switch (rows) {
+    case 1: tile(std::integral_constant<int, 1>{}); break;
+    case 2: tile(std::integral_constant<int, 2>{}); break;
+    case 3: tile(std::integral_constant<int, 3>{}); break;
+    case 4: tile(std::integral_constant<int, 4>{}); break;
+    case 5: tile(std::integral_constant<int, 5>{}); break;
+    default: tile(std::integral_constant<int, kMicroRows>{}); break;
+  }
+}
+
 /// Packs rows [row0, row0 + rows) x columns [k0, k0 + kb) of A (element (i, k) at
 /// src[i * s0 + k * s1]) into slivers of kMicroRows rows, kMicroRows values per k (the
 /// micro-kernel's order). Rows past the edge repeat the last row: the micro-tiles they fall
@@ -194,7 +209,7 @@ template <std::int64_t PassRows, typename KernelFor>
 inline void run_skinny_groups(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end,
                               std::int64_t max_rows, KernelFor&& kernel_for) {
   for_each_skinny_pass<PassRows>(s, [&](const float* ap, std::int64_t kb, const float* b,
-                              const float* next) {
+                                        const float* next) {
     for_each_row_group(s.m, max_rows, [&](std::int64_t r0, std::int64_t rows) {
       const SkinnyGroupKernel kernel = kernel_for(rows);
       kernel(ap + r0, s.m, b + col_begin, r0 == 0 && next != nullptr ? next + col_begin : nullptr,

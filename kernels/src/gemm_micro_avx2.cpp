@@ -70,14 +70,9 @@ void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::
 
 void micro_edge(int rows, std::int64_t cols, std::int64_t kc, const float* a, const float* b,
                 float* c, std::int64_t ldc, float alpha) {
-  switch (rows) {
-    case 1: micro_tile<1, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 2: micro_tile<2, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 3: micro_tile<3, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 4: micro_tile<4, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 5: micro_tile<5, true>(kc, a, b, c, ldc, alpha, cols); break;
-    default: micro_tile<kMicroRows, true>(kc, a, b, c, ldc, alpha, cols); break;
-  }
+  with_row_count(rows, [&](auto r) {
+    micro_tile<decltype(r)::value, true>(kc, a, b, c, ldc, alpha, cols);
+  });
 }
 
 // r[j][i] = r[i][j] for an 8 x 8 block of floats held as 8 rows.

@@ -73,14 +73,9 @@ void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::i
 template <int V>
 void micro_edge(int rows, std::int64_t cols, std::int64_t kc, const float* a, const float* b,
                 float* c, std::int64_t ldc, float alpha) {
-  switch (rows) {
-    case 1: micro_tile<1, V, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 2: micro_tile<2, V, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 3: micro_tile<3, V, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 4: micro_tile<4, V, true>(kc, a, b, c, ldc, alpha, cols); break;
-    case 5: micro_tile<5, V, true>(kc, a, b, c, ldc, alpha, cols); break;
-    default: micro_tile<kMicroRows, V, true>(kc, a, b, c, ldc, alpha, cols); break;
-  }
+  with_row_count(rows, [&](auto r) {
+    micro_tile<decltype(r)::value, V, true>(kc, a, b, c, ldc, alpha, cols);
+  });
 }
 
 // B's slivers with unit-stride rows: nr / 16 vector copies per k (not std::copy's call per

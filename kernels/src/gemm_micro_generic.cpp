@@ -76,8 +76,8 @@ void pack_b_generic(const float* src, std::int64_t s0, std::int64_t s1, std::int
 // L1 while the rows take their turns, so B is read from memory once.
 void skinny_columns_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
   constexpr std::int64_t kStrip = 64;
-  for_each_skinny_pass<kSkinnyRowsPerPass>(s, [&](const float* ap, std::int64_t kb, const float* b,
-                              const float* /*next*/) {
+  const auto strips = [&](const float* ap, std::int64_t kb, const float* b,
+                          const float* /*next*/) {
     for (std::int64_t j = col_begin; j < col_end; j += kStrip) {
       const std::int64_t w = std::min(kStrip, col_end - j);
       for (std::int64_t r = 0; r < s.m; ++r) {
@@ -91,7 +91,8 @@ void skinny_columns_generic(const SkinnyArgs& s, std::int64_t col_begin, std::in
         for (std::int64_t q = 0; q < w; ++q) c[q] += s.alpha * acc[q];
       }
     }
-  });
+  };
+  for_each_skinny_pass<kSkinnyRowsPerPass>(s, strips);
 }
 
 namespace {
