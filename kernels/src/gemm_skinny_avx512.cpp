@@ -102,18 +102,6 @@ void rows_x_columns(const float* ap, std::int64_t lda, const float* b, const flo
 // group of 16 rows over 16 columns issues a broadcast load per FMA (17 loads per 16 FMAs),
 // so its loads, not its FMAs, bound it; 8 x 3 issues 11 per 24.
 constexpr int kMaxGroupRows = 8;
-
-// Note [Longer AVX-512 skinny passes]
-// Each pass starts every strip's accumulators at zero and ends by adding them to C, whose M
-// rows over the task's columns (16 x 2048 floats: 128 KiB) live in L2, not L1: a masked load
-// and store of C per accumulator per pass. Over 8 rows of B that is one C load and store per
-// 8 FMAs, and at M > 4 (compute-bound on a machine that streams B at 30 GB/s) C's traffic
-// bounds the path. Passes of 32 rows cut it 4x: M = 16 ran 15-20 % faster on Zen 4 (figures
-// in the commit body), while 64 rows was slower again (the pass, 64 x 2048 floats, no longer
-// sits in L2 beside C for the second row group). Up to 4 rows the path reads B at memory
-// speed, and there the longer pass made the next pass's prefetch run too far ahead (M = 1
-// read B ~30 % slower), so it keeps kSkinnyRowsPerPass.
-constexpr std::int64_t kLongPassRows = 32;
 template <int... R>
 constexpr std::array<SkinnyGroupKernel, sizeof...(R)> narrow_table(std::integer_sequence<int, R...>) {
   return {&rows_x_columns<R + 1, 3>...};
@@ -121,6 +109,18 @@ constexpr std::array<SkinnyGroupKernel, sizeof...(R)> narrow_table(std::integer_
 constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kMaxGroupRows>());
 constexpr std::array<SkinnyGroupKernel, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns<2, 4>,
                                           &rows_x_columns<3, 4>, &rows_x_columns<4, 4>};
+
+// Note [Longer AVX-512 skinny passes]
+// Each pass starts every strip's accumulators at zero and ends by adding them to C, whose M
+// rows over the task's columns (16 x 2048 floats: 128 KiB) live in L2, not L1: a masked load
+// and store of C per accumulator per pass. Over 8 rows of B that is one C load and store per
+// 8 FMAs, and at M > 4 (compute-bound on a machine that streams B at 30 GB/s) C's traffic
+// bounds the path. Passes of 32 rows cut it 4x: M = 16 ran 15-20 % faster on Zen 4 (figures
+// in the commit body). 64 rows was slower again, and up to 4 rows (where the path reads B at
+// memory speed) 32-row passes made M = 1 ~30 % slower, so those keep kSkinnyRowsPerPass. Why
+// was not measured (this VM has no cache counters); a likely cause of the M = 1 loss is the
+// next pass's prefetch, then 32 rows ahead.
+constexpr std::int64_t kLongPassRows = 32;
 
 // The vector type of skinny_dot_columns.
 struct Avx512Floats {
