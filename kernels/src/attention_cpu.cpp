@@ -16,7 +16,7 @@
 namespace ka::kernels {
 
 // Note [Attention in blocks of keys]
-// A block of the grid is one batch entry's block_q queries. It packs those queries once (the
+// A query block is one batch entry's block_q queries. It packs those queries once (the
 // GEMM's A packing, kMicroRows rows per sliver), then walks the keys in blocks of block_k:
 //  1. S = mask (or 0) for the block's rows and keys, then S += scale * Q @ Kᵀ by the GEMM's
 //     micro-kernel over Kᵀ's block packed as its B (kc = D): scale and mask cost nothing
@@ -25,13 +25,33 @@ namespace ka::kernels {
 //  2. Online softmax per row: m' = max(m, max_j S), P = exp(S − m'), l = l·e^(m−m') + Σ P,
 //     and the row's output accumulator O is scaled by e^(m−m') (skipped when m does not grow).
 //     A row whose scores so far are all -inf keeps m = -inf and adds nothing.
-//  3. O += P @ V by the micro-kernel, P packed as A (kc = the block's keys), V's block as B.
+//  3. O += P @ V by the micro-kernel, P as A (kc = the block's keys; Note [P read in rows]),
+//     V's block packed as B.
 // After the last key block, out = O / l. The scores never exist beyond one block_q x block_k
-// tile, so the working set is Q's and O's block plus one key block of K and V, whatever the
-// sequence length; K and V blocks are packed once per query block, 1/block_q of the FLOPs.
+// tile, so the working set is Q's and O's block plus the key block of K and V in use, whatever
+// the sequence length; K and V blocks are packed once per grid block (Note [Keys packed once
+// per grid block]).
 // Padding: Q's slivers repeat the last row and the packed B's columns are zero past the edge,
 // so the micro-kernel always runs whole tiles into S and O, whose extra rows and columns are
 // never read.
+
+// Note [Keys packed once per grid block]
+// Packed K and V do not depend on the queries, yet each query block packed them anew: at 512
+// tokens and 96 queries per block, 6 times per head. A grid block is therefore one
+// batch entry's span of query blocks (every `spans`-th one, so that a causal mask's cheap
+// early rows and dear late ones share each span), and it packs each key block of K and V the
+// first time one of its query blocks needs it, into a per-thread store that the span's other
+// query blocks read. The store lives for one grid block only: a prepared launch may run
+// again on new data, and its blocks on any threads. There are enough spans per batch entry
+// for four blocks per thread (the pool hands blocks out one at a time), at most one per
+// query block.
+
+// Note [P read in rows]
+// P is written once and read once per key block. Packing it as the GEMM's A would write and
+// read it a second time, so where the ISA has one, a micro-kernel that reads A's rows where
+// they are (MicroKernelRowA) multiplies it unpacked. P then has rows_pad rows, those past the
+// block's rows zero (the full tile reads them and its extra rows of O are never stored). The
+// portable kernel has none and packs P.
 
 // Note [Masked key blocks]
 // A key block whose mask is -inf for every row of the query block (a causal mask's upper
@@ -59,6 +79,7 @@ struct AttentionJob {
   const AttentionArgs* args;
   std::int64_t sq, sk, d, dv;
   std::int64_t block_q, block_k, q_blocks;
+  std::int64_t spans;  // grid blocks per batch entry (Note [Keys packed once per grid block])
   detail::MicroKernelInfo micro;
 };
 static_assert(sizeof(AttentionJob) <= CpuLaunch::kJobBytes);
@@ -67,6 +88,7 @@ static_assert(sizeof(AttentionJob) <= CpuLaunch::kJobBytes);
 struct Scratch {
   std::vector<float> q_packed, k_packed, v_packed, p_packed, s, p, o, m, l;
   std::vector<std::int64_t> deferred;  // first keys of the blocks the fill mask fills
+  std::vector<char> packed;            // per key block: its K and V are in k_packed, v_packed
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -87,6 +109,20 @@ void multiply_packed(const detail::MicroKernelInfo& micro, std::int64_t kc, cons
     const float* bs = b + t * nr * kc;
     for (std::int64_t s = 0; s < a_slivers; ++s) {
       micro.fn(kc, a + s * kMr * kc, bs, c + s * kMr * ldc + t * nr, ldc, alpha);
+    }
+  }
+}
+
+// The same with A unpacked (row stride lda, rows a multiple of kMr), alpha 1: Note [P read in
+// rows].
+void multiply_rows(const detail::MicroKernelInfo& micro, std::int64_t kc, const float* a,
+                   std::int64_t lda, std::int64_t a_slivers, const float* b,
+                   std::int64_t b_slivers, float* c, std::int64_t ldc) {
+  const std::int64_t nr = micro.cols;
+  for (std::int64_t t = 0; t < b_slivers; ++t) {
+    const float* bs = b + t * nr * kc;
+    for (std::int64_t s = 0; s < a_slivers; ++s) {
+      micro.fn_row_a(kc, a + s * kMr * lda, lda, bs, c + s * kMr * ldc + t * nr, ldc, 1.0F);
     }
   }
 }
@@ -168,11 +204,12 @@ bool init_scores(const Operand<float>& mask, std::int64_t i0, std::int64_t j0, s
 
 // Step 2 for `rows` rows of S (cols keys): P = exp(S − m'), updating m, l and O's rows.
 void online_softmax(const float* s, std::int64_t lds, std::int64_t rows, std::int64_t cols,
-                    float* p, float* m, float* l, float* o, std::int64_t ldo, std::int64_t dv) {
+                    float* p, std::int64_t ldp, float* m, float* l, float* o, std::int64_t ldo,
+                    std::int64_t dv) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < rows; ++i) {
     const float* srow = s + i * lds;
-    float* prow = p + i * cols;
+    float* prow = p + i * ldp;
     const float m_new = std::max(m[i], detail::lane_max(srow, cols));
     if (m_new == kNegInf) {  // every score so far is -inf: nothing to add yet
       std::fill(prow, prow + cols, 0.0F);
@@ -199,25 +236,45 @@ std::int64_t batch_offset(std::int64_t b, const TensorView& t) {
   return off;
 }
 
-void run_query_block(const AttentionJob& job, std::int64_t block) {
-  const AttentionArgs& a = *job.args;
-  const std::int64_t b = block / job.q_blocks;
-  const std::int64_t i0 = (block % job.q_blocks) * job.block_q;
-  const std::int64_t rows = std::min(job.block_q, job.sq - i0);
-  const int nd = a.query.ndim;
-  const auto operand = [&](const TensorView& t, auto* type) {
-    using T = std::remove_const_t<std::remove_pointer_t<decltype(type)>>;
-    if (t.data == nullptr) return Operand<T>{nullptr, 0, 0};
-    return Operand<T>{t.data_as<const T>() + batch_offset(b, t), t.stride(nd - 2), t.stride(nd - 1)};
-  };
-  const auto q = operand(a.query, static_cast<float*>(nullptr));
-  const auto kt = operand(a.key_t, static_cast<float*>(nullptr));
-  const auto v = operand(a.value, static_cast<float*>(nullptr));
-  const auto mask = operand(a.mask, static_cast<float*>(nullptr));
-  const auto fill = operand(a.fill_mask, static_cast<std::uint8_t*>(nullptr));
-  float* out = a.out.data_as<float>() + batch_offset(b, a.out);
-  const std::int64_t out_rs = a.out.stride(nd - 2);
+// Grid blocks per batch entry: enough for four per thread, at most one per query block (Note
+// [Keys packed once per grid block]).
+std::int64_t spans_per_entry(std::int64_t q_blocks, std::int64_t batch, std::int64_t threads) {
+  const std::int64_t wanted = ceil_div(4 * threads, std::max<std::int64_t>(1, batch));
+  return std::max<std::int64_t>(1, std::min(q_blocks, wanted));
+}
 
+// Batch entry b's matrix of t (null where t is undefined).
+template <typename T>
+Operand<T> matrix_of(const TensorView& t, std::int64_t b) {
+  if (t.data == nullptr) return Operand<T>{nullptr, 0, 0};
+  return Operand<T>{t.data_as<const T>() + batch_offset(b, t), t.stride(t.ndim - 2),
+                    t.stride(t.ndim - 1)};
+}
+
+// One batch entry's operands and output.
+struct EntryOperands {
+  Operand<float> q, kt, v, mask;
+  Operand<std::uint8_t> fill;
+  float* out;
+  std::int64_t out_rs;
+};
+
+EntryOperands entry_operands(const AttentionArgs& a, std::int64_t b) {
+  return {matrix_of<float>(a.query, b),
+          matrix_of<float>(a.key_t, b),
+          matrix_of<float>(a.value, b),
+          matrix_of<float>(a.mask, b),
+          matrix_of<std::uint8_t>(a.fill_mask, b),
+          a.out.data_as<float>() + batch_offset(b, a.out),
+          a.out.stride(a.out.ndim - 2)};
+}
+
+// The query block of `rows` rows at i0, its key blocks' K and V packed in `kp_all` and
+// `vp_all` on first use (Note [Keys packed once per grid block]).
+void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int64_t i0,
+                     Scratch& sc, float* kp_all, float* vp_all) {
+  const AttentionArgs& a = *job.args;
+  const std::int64_t rows = std::min(job.block_q, job.sq - i0);
   const detail::MicroKernelInfo& micro = job.micro;
   const std::int64_t nr = micro.cols;
   const std::int64_t a_slivers = ceil_div(rows, kMr);
@@ -226,13 +283,12 @@ void run_query_block(const AttentionJob& job, std::int64_t block) {
   const std::int64_t dv_slivers = ceil_div(job.dv, nr);
   const std::int64_t ldo = dv_slivers * nr;
 
-  Scratch& sc = scratch();
   float* qp = sized(sc.q_packed, rows_pad * job.d + detail::kPackSlack);
-  float* kp = sized(sc.k_packed, job.d * lds);
-  float* vp = sized(sc.v_packed, job.block_k * ldo);
   float* pp = sized(sc.p_packed, rows_pad * job.block_k + detail::kPackSlack);
   float* s = sized(sc.s, rows_pad * lds);
-  float* p = sized(sc.p, rows * job.block_k);
+  const std::int64_t ldp = job.block_k;
+  float* p = sized(sc.p, rows_pad * ldp);
+  std::fill(p + rows * ldp, p + rows_pad * ldp, 0.0F);
   float* o = sized(sc.o, rows_pad * ldo);
   float* m = sized(sc.m, rows);
   float* l = sized(sc.l, rows);
@@ -240,27 +296,37 @@ void run_query_block(const AttentionJob& job, std::int64_t block) {
   std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
   std::fill(l, l + rows, 0.0F);
 
-  micro.pack_a(q.data, q.rs, q.cs, i0, rows, 0, job.d, qp);
+  micro.pack_a(op.q.data, op.q.rs, op.q.cs, i0, rows, 0, job.d, qp);
   // Steps 1 to 3 for the key block at j0.
   const auto key_block = [&](std::int64_t j0) {
     const std::int64_t cols = std::min(job.block_k, job.sk - j0);
     const std::int64_t k_slivers = ceil_div(cols, nr);
-    if (!init_scores(mask, i0, j0, rows, cols, s, lds)) return;
-    micro.pack_b(kt.data, kt.rs, kt.cs, 0, job.d, j0, cols, nr, kp);
-    multiply_packed(micro, job.d, qp, a_slivers, kp, k_slivers, s, lds, a.scale);
-    if (fill.data != nullptr) {
-      apply_fill(fill, a.fill_where_false, a.fill_value, i0, j0, rows, cols, s, lds);
+    if (!init_scores(op.mask, i0, j0, rows, cols, s, lds)) return;
+    const std::int64_t kb = j0 / job.block_k;
+    float* kp = kp_all + kb * job.d * lds;
+    float* vp = vp_all + kb * job.block_k * ldo;
+    if (sc.packed[static_cast<std::size_t>(kb)] == 0) {
+      micro.pack_b(op.kt.data, op.kt.rs, op.kt.cs, 0, job.d, j0, cols, nr, kp);
+      micro.pack_b(op.v.data, op.v.rs, op.v.cs, j0, cols, 0, job.dv, nr, vp);
+      sc.packed[static_cast<std::size_t>(kb)] = 1;
     }
-    online_softmax(s, lds, rows, cols, p, m, l, o, ldo, job.dv);
-    micro.pack_a(p, cols, 1, 0, rows, 0, cols, pp);
-    micro.pack_b(v.data, v.rs, v.cs, j0, cols, 0, job.dv, nr, vp);
-    multiply_packed(micro, cols, pp, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
+    multiply_packed(micro, job.d, qp, a_slivers, kp, k_slivers, s, lds, a.scale);
+    if (op.fill.data != nullptr) {
+      apply_fill(op.fill, a.fill_where_false, a.fill_value, i0, j0, rows, cols, s, lds);
+    }
+    online_softmax(s, lds, rows, cols, p, ldp, m, l, o, ldo, job.dv);
+    if (micro.fn_row_a != nullptr) {  // Note [P read in rows]
+      multiply_rows(micro, cols, p, ldp, a_slivers, vp, dv_slivers, o, ldo);
+    } else {
+      micro.pack_a(p, ldp, 1, 0, rows, 0, cols, pp);
+      multiply_packed(micro, cols, pp, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
+    }
   };
   std::vector<std::int64_t>& deferred = sc.deferred;
   deferred.clear();
   for (std::int64_t j0 = 0; j0 < job.sk; j0 += job.block_k) {
     const std::int64_t cols = std::min(job.block_k, job.sk - j0);
-    if (fill.data != nullptr && all_filled(fill, a.fill_where_false, i0, j0, rows, cols)) {
+    if (op.fill.data != nullptr && all_filled(op.fill, a.fill_where_false, i0, j0, rows, cols)) {
       deferred.push_back(j0);
       continue;
     }
@@ -270,7 +336,23 @@ void run_query_block(const AttentionJob& job, std::int64_t block) {
     for (const std::int64_t j0 : deferred) key_block(j0);
   }
   for (std::int64_t i = 0; i < rows; ++i) {
-    detail::scale_run(o + i * ldo, 1.0F / l[i], out + (i0 + i) * out_rs, job.dv);
+    detail::scale_run(o + i * ldo, 1.0F / l[i], op.out + (i0 + i) * op.out_rs, job.dv);
+  }
+}
+
+// Grid block `block`: one batch entry's span of query blocks (Note [Keys packed once per grid
+// block]).
+void run_span(const AttentionJob& job, std::int64_t block) {
+  const std::int64_t b = block / job.spans;
+  const EntryOperands op = entry_operands(*job.args, b);
+  const std::int64_t nr = job.micro.cols;
+  const std::int64_t key_blocks = ceil_div(job.sk, job.block_k);
+  Scratch& sc = scratch();
+  float* kp_all = sized(sc.k_packed, key_blocks * job.d * round_up(job.block_k, nr));
+  float* vp_all = sized(sc.v_packed, key_blocks * job.block_k * round_up(job.dv, nr));
+  sc.packed.assign(static_cast<std::size_t>(key_blocks), 0);
+  for (std::int64_t qb = block % job.spans; qb < job.q_blocks; qb += job.spans) {
+    run_query_block(job, op, qb * job.block_q, sc, kp_all, vp_all);
   }
 }
 
@@ -354,7 +436,9 @@ LaunchConfig complete_point(const ShapeKey& key, const LaunchConfig& point) {
   LaunchConfig c = point;
   const std::int64_t bq = std::max<std::int64_t>(1, point.get_or("block_q", 1));
   c.block = {point.get_or("block_k", 1), bq, 1};
-  c.grid = {std::max<std::int64_t>(1, ceil_div(s.sq, bq)), std::max<std::int64_t>(1, s.batch), 1};
+  const std::int64_t threads = std::max<std::int64_t>(1, point.get_or("threads", 1));
+  const std::int64_t spans = spans_per_entry(ceil_div(s.sq, bq), s.batch, threads);
+  c.grid = {spans, std::max<std::int64_t>(1, s.batch), 1};
   return c;
 }
 
@@ -383,7 +467,7 @@ KernelDescriptor make_descriptor() {
   std::vector<std::int64_t> widths = {0};
   for (const std::int64_t w : {16, 32, 48}) widths.push_back(w);
   d.space = TunableSpace(
-      {{"block_q", {24, 48, 96, 192}, "queries per block (the grid is batch x query blocks)"},
+      {{"block_q", {24, 48, 96, 192}, "queries per block"},
        {"block_k", {64, 128, 256, 512}, "keys per online-softmax step"},
        {"micro_n", widths, "GEMM micro-kernel width (0: the ISA's default)"},
        {"threads", detail::cpu_thread_candidates(), "threads"}},
@@ -478,9 +562,10 @@ Status prepare_attention_f32_cpu(const AttentionArgs& args, const LaunchConfig& 
   job.block_q = config.get_or("block_q", 96);
   job.block_k = config.get_or("block_k", 256);
   job.q_blocks = ceil_div(s.sq, job.block_q);
+  job.spans = spans_per_entry(job.q_blocks, s.batch, threads);
   job.micro = micro_of(config);
   job.args = &args;
-  launch.bind<AttentionJob, run_query_block>(job, s.batch * job.q_blocks, threads);
+  launch.bind<AttentionJob, run_span>(job, s.batch * job.spans, threads);
   return Status::ok();
 }
 

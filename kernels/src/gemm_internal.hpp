@@ -22,6 +22,12 @@ constexpr int kMaxMicroCols = 48;
 using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, float* c,
                              std::int64_t ldc, float alpha);
 
+/// The same with A unpacked: rows [0, kMicroRows) of a row-major matrix (element (i, k) at
+/// a[i * lda + k]), kc columns: for an A read once, which packing would copy for nothing
+/// (attention's P: Note [P read in rows]).
+using MicroKernelRowA = void (*)(std::int64_t kc, const float* a, std::int64_t lda,
+                                 const float* b, float* c, std::int64_t ldc, float alpha);
+
 // Note [Edge micro-tiles]
 // A task whose rows are not a multiple of kMicroRows ends in a short A sliver (BERT's 128
 // tokens: 21 slivers of 6 and one of 2), and one whose columns are not a multiple of nr in a
@@ -80,6 +86,7 @@ struct MicroKernelInfo {
   int cols;  ///< nr
   MicroKernel fn;
   MicroEdge edge;  ///< null: edge tiles go through a buffer (Note [Edge micro-tiles])
+  MicroKernelRowA fn_row_a;  ///< null: A is packed first
   PackA pack_a;
   PackB pack_b;
   SkinnyColumns skinny;     ///< B row-major

@@ -19,10 +19,11 @@ inline __m256i lanes(std::int64_t n) {
 }
 
 // R x 16 floats of C, the first `cols` columns of them when Masked (Note [Edge micro-tiles]):
-// 2R ymm accumulators.
-template <int R, bool Masked>
+// 2R ymm accumulators. A is packed, or with RowA R rows of a row-major matrix lda apart
+// (MicroKernelRowA).
+template <int R, bool Masked, bool RowA = false>
 inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c,
-                       std::int64_t ldc, float alpha, std::int64_t cols) {
+                       std::int64_t ldc, float alpha, std::int64_t cols, std::int64_t lda = 0) {
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
   // the K loop runs (every line of a row, aligned or not).
   for (int r = 0; r < R; ++r) {
@@ -39,11 +40,11 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
     const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m256 ar = _mm256_broadcast_ss(a + r);
+      const __m256 ar = _mm256_broadcast_ss(RowA ? a + r * lda : a + r);
       acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
     }
-    a += kMicroRows;
+    a += RowA ? 1 : kMicroRows;
     b += 16;
   }
   const __m256 va = _mm256_set1_ps(alpha);
@@ -66,6 +67,11 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
 void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
                 float alpha) {
   micro_tile<kMicroRows, false>(kc, a, b, c, ldc, alpha, 16);
+}
+
+void micro_6x16_row_a(std::int64_t kc, const float* a, std::int64_t lda, const float* b,
+                      float* c, std::int64_t ldc, float alpha) {
+  micro_tile<kMicroRows, false, true>(kc, a, b, c, ldc, alpha, 16, lda);
 }
 
 void micro_edge(int rows, std::int64_t cols, std::int64_t kc, const float* a, const float* b,
@@ -218,10 +224,10 @@ void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
 
 MicroKernelInfo micro_kernel_avx2(int cols) {
   if (cols != 0 && cols != 16) {
-    return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   }
-  return {"avx2", 16, &micro_6x16, &micro_edge, &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2,
-          &skinny_dot_avx2};
+  return {"avx2", 16, &micro_6x16, &micro_edge, &micro_6x16_row_a,
+          &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2, &skinny_dot_avx2};
 }
 
 }  // namespace ka::kernels::detail

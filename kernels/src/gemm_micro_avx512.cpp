@@ -19,10 +19,11 @@ inline __mmask16 lanes(std::int64_t n) {
 // R x (16 * V) floats of C, the first `cols` columns of them when Masked (Note [Edge
 // micro-tiles]): R * V zmm accumulators (6 x 48: 18, plus three B vectors and the broadcast,
 // 22 of 32 registers). Wider tiles load fewer B vectors per FMA but need more columns to
-// fill; the tunable micro_n picks one per shape.
-template <int R, int V, bool Masked>
+// fill; the tunable micro_n picks one per shape. A is packed, or with RowA R rows of a
+// row-major matrix lda apart (MicroKernelRowA).
+template <int R, int V, bool Masked, bool RowA = false>
 inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c,
-                       std::int64_t ldc, float alpha, std::int64_t cols) {
+                       std::int64_t ldc, float alpha, std::int64_t cols, std::int64_t lda = 0) {
   constexpr int kWidth = 16 * V;
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
   // the K loop runs (every line of a row, aligned or not).
@@ -41,10 +42,10 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
     for (int v = 0; v < V; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r]);
+      const __m512 ar = _mm512_set1_ps(RowA ? a[r * lda] : a[r]);
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
-    a += kMicroRows;
+    a += RowA ? 1 : kMicroRows;
     b += kWidth;
   }
   const __m512 va = _mm512_set1_ps(alpha);
@@ -68,6 +69,12 @@ template <int V>
 void micro_6xv(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
                float alpha) {
   micro_tile<kMicroRows, V, false>(kc, a, b, c, ldc, alpha, 16 * V);
+}
+
+template <int V>
+void micro_6xv_row_a(std::int64_t kc, const float* a, std::int64_t lda, const float* b, float* c,
+                     std::int64_t ldc, float alpha) {
+  micro_tile<kMicroRows, V, false, true>(kc, a, b, c, ldc, alpha, 16 * V, lda);
 }
 
 template <int V>
@@ -113,8 +120,8 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
 
 template <int V>
 MicroKernelInfo with_width() {
-  return {"avx512", 16 * V, &micro_6xv<V>, &micro_edge<V>, &pack_a_avx2, &pack_b_avx512,
-          &skinny_columns_avx512, &skinny_dot_avx512};
+  return {"avx512", 16 * V, &micro_6xv<V>, &micro_edge<V>, &micro_6xv_row_a<V>,
+          &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512, &skinny_dot_avx512};
 }
 
 }  // namespace
@@ -125,7 +132,7 @@ MicroKernelInfo micro_kernel_avx512(int cols) {
     case 0:
     case 32: return with_width<2>();
     case 48: return with_width<3>();
-    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   }
 }
 

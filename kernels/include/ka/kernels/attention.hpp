@@ -48,9 +48,9 @@ struct AttentionShape {
 /// Throws ka::ValueError when the key is not a well-formed attention.
 AttentionShape attention_shape(const ShapeKey& key);
 
-/// The grid is (batch entries) x (blocks of block_q queries); each block walks the keys in
-/// blocks of block_k. Throws ka::ValueError on inconsistent operands (naming them); a not-ok
-/// Status when `config` cannot run on this CPU.
+/// The grid is (batch entries) x (spans of blocks of block_q queries); each query block walks
+/// the keys in blocks of block_k. Throws ka::ValueError on inconsistent operands (naming
+/// them); a not-ok Status when `config` cannot run on this CPU.
 Status prepare_attention_f32_cpu(const AttentionArgs& args, const LaunchConfig& config,
                                  CpuLaunch& launch);
 Status attention_f32_cpu(const AttentionArgs& args, const LaunchConfig& config);
