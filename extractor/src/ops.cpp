@@ -106,6 +106,26 @@ std::optional<at::Tensor> as_batched_matrices(const at::Tensor& t) {
   }
 }
 
+// linear's input (argument 0, more than 2-D) as the [M, K] matrix it multiplies: a view, or
+// where no view describes it (a transposed activation: MLP-Mixer's token mixing) a copy, made
+// now, which reads the input's data, so only where that data is final while packing
+// (NodeArgs::fixed_args). Else the task would read the input before the task that writes it
+// ran, and depend on nothing: ka refuses it, and libtorch's linear runs after the tasks before
+// it (Note [Fallback nodes]).
+at::Tensor rows_of(const NodeArgs& n, const at::Tensor& input, std::int64_t k) {
+  std::vector<std::int64_t> shape{-1, k};
+  if (input.numel() == 0) shape[0] = 0;
+  try {
+    return input.view(shape);
+  } catch (const c10::Error&) {
+    KA_CHECK_TYPE(NotImplementedError, (n.fixed_args & 1U) != 0, n.spec->signature,
+                  ": input of sizes ", c10::str(input.sizes()), " and strides ",
+                  c10::str(input.strides()), " is no [M, K] view, and copying it needs data ",
+                  "that is not final while extracting; libtorch runs it");
+    return input.reshape(shape);
+  }
+}
+
 // The GEMM ops' argument layouts: mm(self, mat2[, out]), addmm(self, mat1, mat2, beta,
 // alpha[, out]), linear(input, weight, bias).
 enum class GemmForm : std::uint8_t { kMm, kAddmm, kLinear };
@@ -560,7 +580,7 @@ void pack_gemm(const GroupArgs& g, ParamBuffer& buf, Packed& out) {
                    "x" + std::to_string(k) + " and " + std::to_string(weight.size(1)) + "x" +
                    std::to_string(weight.size(0)) + ")");
     }
-    mat1 = input.dim() == 2 ? input : input.reshape({-1, k});
+    mat1 = input.dim() == 2 ? input : rows_of(n, input, k);
     mat2 = weight.t();
     if (input.dim() != 2) {
       out_shape.assign(input.sizes().begin(), input.sizes().end());

@@ -501,6 +501,37 @@ def f(x: Tensor):
   EXPECT_NE(reshape->config.find("reads data"), std::string::npos) << reshape->config;
 }
 
+TEST(Fallback, ALinearOverATransposedActivationReadsItAfterItIsWritten) {
+  // MLP-Mixer's token mixing: linear over a transposed activation, which no [M, K] view
+  // describes. Copied while extracting, it would be read before relu wrote it; libtorch's
+  // linear runs it after relu instead. Over a graph input (final data) ka copies it and runs
+  // the GEMM.
+  const Scripted s(R"TS(
+def f(x: Tensor, w: Tensor, b: Tensor):
+    y = torch.relu(x).transpose(1, 2)
+    return torch.linear(y, w, b), torch.linear(x.transpose(1, 2), w, b)
+)TS",
+                   "f");
+  at::manual_seed(4);
+  const std::vector<c10::IValue> inputs = {at::randn({2, 64, 40}), at::randn({24, 64}),
+                                           at::randn({24})};
+  const auto want = s.reference(inputs);
+  Runtime rt;
+  for (const bool fusion : {false, true}) {
+    const GraphResult got = rt.run_graph(*s.graph, inputs, {fusion});
+    expect_outputs_match(got.outputs, want);
+    std::vector<const TaskPlan*> linears;
+    for (const TaskPlan& p : got.tasks) {
+      if (p.pattern == "aten::linear") linears.push_back(&p);
+    }
+    ASSERT_EQ(linears.size(), 2U);
+    EXPECT_EQ(linears[0]->provenance, db::Provenance::kFallback);
+    EXPECT_NE(linears[0]->fallback.find("no [M, K] view"), std::string::npos)
+        << linears[0]->fallback;
+    EXPECT_NE(linears[1]->provenance, db::Provenance::kFallback);
+  }
+}
+
 TEST(Fallback, ArgumentsKaRefusesRunLibtorchsKernel) {
   // ka's GEMM serves float32; a float64 mm is libtorch's, and the graph still runs.
   const Scripted s(R"TS(
