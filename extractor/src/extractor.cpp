@@ -981,9 +981,8 @@ class GraphExtraction {
     out.push_back(std::move(ex));
   }
 
- private:
   // NodeArgs::fixed_args of node i: its arguments that hold their final data now.
-  std::uint32_t fixed_args_of(std::size_t i) const {
+  [[nodiscard]] std::uint32_t fixed_args_of(std::size_t i) const {
     const std::vector<int>& inputs = graph_.nodes[i].inputs;
     std::uint32_t fixed = 0;
     for (std::size_t a = 0; a < inputs.size() && a < 32; ++a) {
@@ -991,6 +990,8 @@ class GraphExtraction {
     }
     return fixed;
   }
+
+ private:
 
   // True when the tuned table's measured decision for this fused group is "unfused".
   bool measured_unfused(const FusionGroup& g, Device device, const Packed& packed) const {
@@ -1126,6 +1127,16 @@ bool outputs_alias_inputs(const std::vector<c10::IValue>& outputs,
   });
 }
 
+// Note [Refusals remembered]
+// A node ka's kernel refuses (a size computation's integer mul, a float64 op) is refused by a
+// thrown NotImplementedError, caught and rethrown to name its stage, and unwinding through
+// libtorch's frames costs more than the fallback itself, on every run. So a lowered graph's
+// node keeps what it was refused for: the key of an eager plan (Note [Eager plans]: the op,
+// its tensors' types, sizes, strides, devices and aliasing, its scalars), which of its
+// arguments held final data then, and the config generation, as the refusal may depend on
+// each. A later run whose key is the same runs the fallback at once, with the same reason.
+// A node whose key cannot be built (a list argument) is asked on every run.
+
 // Note [Fallback nodes]
 // A node ka has no kernel for, or whose arguments ka's kernel refuses, runs libtorch's own
 // kernel: OpGraph::Node::fallback, a boxed call of its schema. The graph is extracted in
@@ -1211,6 +1222,15 @@ class GraphRun {
                               " only inside a fused attention");
       return;
     }
+    std::vector<std::int64_t> key;
+    if (g.count == 1 && first < graph_.refusals.size() &&
+        !graph_.refusals[first].key.empty()) {  // Note [Refusals remembered]
+      key = refusal_key(first);
+      if (key == graph_.refusals[first].key) {
+        run_fallback(first, graph_.refusals[first].reason);
+        return;
+      }
+    }
     try {
       extraction_.extract(g, view, pending_);
       return;
@@ -1225,7 +1245,9 @@ class GraphRun {
           reason = std::string("ka refused it: ") + staged.what();
         }
         log().debug("graph node {}: {}; libtorch runs it", first, reason);
-        run_fallback(first, reason);
+        if (graph_.refusals.size() <= first) graph_.refusals.resize(first + 1);
+        graph_.refusals[first] = {key.empty() ? refusal_key(first) : std::move(key), reason};
+        run_fallback(first, std::move(reason));
         return;
       }
       log().debug("fused group at node {} refused ({}); its nodes are extracted one by one",
@@ -1234,6 +1256,23 @@ class GraphRun {
     for (int k = 0; k < g.count; ++k) {
       extract_or_fall_back({FusionKind::kNone, g.first + k, 1, ""}, view);
     }
+  }
+
+  // What node i's refusal depends on (Note [Refusals remembered]); empty where that is more
+  // than its arguments' metadata and scalars can say (a list argument, too many dims).
+  std::vector<std::int64_t> refusal_key(std::size_t i) const {
+    const OpGraph::Node& node = graph_.nodes[i];
+    std::vector<c10::IValue> args;
+    args.reserve(node.inputs.size());
+    for (int v : node.inputs) args.push_back(graph_.values[static_cast<std::size_t>(v)]);
+    std::array<std::int64_t, EagerPlan::kMaxMaterial> material{};
+    std::size_t size = 0;
+    if (!eager_material(*specs_[i], args.data(), args.size(), material, size)) return {};
+    std::vector<std::int64_t> key(material.begin(),
+                                  material.begin() + static_cast<std::ptrdiff_t>(size));
+    key.push_back(extraction_.fixed_args_of(i));
+    key.push_back(static_cast<std::int64_t>(impl_.generation.load(std::memory_order_acquire)));
+    return key;
   }
 
   // Runs node i's fallback: at once when it reads only metadata and its outputs alias its

@@ -532,6 +532,44 @@ def f(x: Tensor, w: Tensor, b: Tensor):
   }
 }
 
+TEST(Fallback, ARefusalIsRememberedOnlyForArgumentsLikeThoseRefused) {
+  // Note [Refusals remembered]: a lowered graph run again with arguments of the refused
+  // types and shapes falls back at once with the same reason; other arguments are asked anew.
+  const Scripted s(R"TS(
+def f(x: Tensor, y: Tensor):
+    return torch.mul(x, y)
+)TS",
+                   "f");
+  const at::Tensor a = at::arange(12, at::kLong).reshape({3, 4});
+  const at::Tensor b = at::arange(4, at::kLong) - 2;
+  extractor::OpGraph g = Runtime::lower(*s.graph, {a, b});
+  Runtime rt;
+  const auto run = [&](const at::Tensor& x, const at::Tensor& y) {
+    g.values[0] = x;
+    g.values[1] = y;
+    const GraphResult got = rt.run_lowered(g, {true});
+    expect_outputs_match(got.outputs, s.reference({x, y}), 1e-6);
+    const TaskPlan* mul = find_plan(got.tasks, "aten::mul.Tensor");
+    EXPECT_NE(mul, nullptr);
+    return mul == nullptr ? TaskPlan{} : *mul;
+  };
+  const TaskPlan first = run(a, b);
+  EXPECT_EQ(first.provenance, db::Provenance::kFallback);
+  EXPECT_NE(first.fallback.find("Long"), std::string::npos) << first.fallback;
+  ASSERT_EQ(g.refusals.size(), 1U);
+  const std::vector<std::int64_t> key = g.refusals[0].key;
+  EXPECT_FALSE(key.empty());
+  const TaskPlan again = run(a + 1, b * 3);
+  EXPECT_EQ(again.provenance, db::Provenance::kFallback);
+  EXPECT_EQ(again.fallback, first.fallback);
+  EXPECT_EQ(g.refusals[0].key, key);
+  const TaskPlan floats = run(a.to(at::kFloat), b.to(at::kFloat));
+  EXPECT_NE(floats.provenance, db::Provenance::kFallback) << floats.fallback;
+  const TaskPlan other_shape = run(at::arange(8, at::kLong).reshape({2, 4}), b);
+  EXPECT_EQ(other_shape.provenance, db::Provenance::kFallback);
+  EXPECT_NE(g.refusals[0].key, key);
+}
+
 TEST(Fallback, ArgumentsKaRefusesRunLibtorchsKernel) {
   // ka's GEMM serves float32; a float64 mm is libtorch's, and the graph still runs.
   const Scripted s(R"TS(

@@ -64,6 +64,12 @@ struct OpGraph {
     Fallback fallback;
     Reads reads = Reads::kData;
   };
+  /// What ka's kernels refused a node for on an earlier run (its arguments' metadata) and
+  /// why; kept by the extractor (Note [Refusals remembered]).
+  struct Refusal {
+    std::vector<std::int64_t> key;
+    std::string reason;
+  };
   std::vector<c10::IValue> values;
   std::vector<Node> nodes;
   std::vector<int> outputs;  ///< Values the caller reads after the run (kept materialised).
@@ -76,6 +82,9 @@ struct OpGraph {
   /// and a fallback that reads only such data runs during extraction (Note [Fallback
   /// nodes]). True unless the graph's maker checked (the runtime does).
   bool writes_arguments = true;
+  /// Per node (none past its end): its last refusal, an empty key where it had none. Filled
+  /// by the extractor's runs.
+  std::vector<Refusal> refusals;
 };
 
 /// What the constant weights packed once hold and did, process-wide (Note [Constant weights
