@@ -992,7 +992,6 @@ class GraphExtraction {
   }
 
  private:
-
   // True when the tuned table's measured decision for this fused group is "unfused".
   bool measured_unfused(const FusionGroup& g, Device device, const Packed& packed) const {
     if (g.kind == FusionKind::kNone) return false;
@@ -1130,12 +1129,13 @@ bool outputs_alias_inputs(const std::vector<c10::IValue>& outputs,
 // Note [Refusals remembered]
 // A node ka's kernel refuses (a size computation's integer mul, a float64 op) is refused by a
 // thrown NotImplementedError, caught and rethrown to name its stage, and unwinding through
-// libtorch's frames costs more than the fallback itself, on every run. So a lowered graph's
-// node keeps what it was refused for: the key of an eager plan (Note [Eager plans]: the op,
-// its tensors' types, sizes, strides, devices and aliasing, its scalars), which of its
-// arguments held final data then, and the config generation, as the refusal may depend on
-// each. A later run whose key is the same runs the fallback at once, with the same reason.
-// A node whose key cannot be built (a list argument) is asked on every run.
+// libtorch's frames costs more than the fallback itself, on every run. So a lowered graph
+// keeps, per node (OpGraph::refusals), what it was last refused for: the key of an eager plan
+// (Note [Eager plans]: the op, its tensors' types, sizes, strides, devices and aliasing, its
+// scalars), which of its arguments held final data then, and the config generation, as the
+// refusal may depend on each. A later run whose key is the same runs the fallback at once,
+// with the same reason. A node whose key cannot be built (a list argument) is asked on every
+// run.
 
 // Note [Fallback nodes]
 // A node ka has no kernel for, or whose arguments ka's kernel refuses, runs libtorch's own
