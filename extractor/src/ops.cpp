@@ -94,16 +94,20 @@ constexpr int kPowScalarId = 27;
 // refused as NotImplementedError, so a graph runs them on libtorch (Note [Fallback nodes]).
 // Its rows in a tuned table are aten::bmm's.
 
-// `t` with its leading dimensions merged into one: [batch, rows, cols]; nullopt when no view
+// `t` viewed as `shape`, whose first size is -1 (the rest of t's elements); nullopt when no view
 // can describe that.
-std::optional<at::Tensor> as_batched_matrices(const at::Tensor& t) {
-  std::vector<std::int64_t> shape{-1, t.size(-2), t.size(-1)};
-  if (t.numel() == 0) shape[0] = 0;
+std::optional<at::Tensor> viewed_as(const at::Tensor& t, std::vector<std::int64_t> shape) {
+  if (t.numel() == 0) shape[0] = 0;  // -1 is ambiguous over no elements
   try {
     return t.view(shape);
   } catch (const c10::Error&) {
     return std::nullopt;
   }
+}
+
+// `t` with its leading dimensions merged into one: [batch, rows, cols].
+std::optional<at::Tensor> as_batched_matrices(const at::Tensor& t) {
+  return viewed_as(t, {-1, t.size(-2), t.size(-1)});
 }
 
 // linear's input (argument 0, more than 2-D) as the [M, K] matrix it multiplies: a view, or
@@ -113,17 +117,12 @@ std::optional<at::Tensor> as_batched_matrices(const at::Tensor& t) {
 // ran, and depend on nothing: ka refuses it, and libtorch's linear runs after the tasks before
 // it (Note [Fallback nodes]).
 at::Tensor rows_of(const NodeArgs& n, const at::Tensor& input, std::int64_t k) {
-  std::vector<std::int64_t> shape{-1, k};
-  if (input.numel() == 0) shape[0] = 0;
-  try {
-    return input.view(shape);
-  } catch (const c10::Error&) {
-    KA_CHECK_TYPE(NotImplementedError, (n.fixed_args & 1U) != 0, n.spec->signature,
-                  ": input of sizes ", c10::str(input.sizes()), " and strides ",
-                  c10::str(input.strides()), " is no [M, K] view, and copying it needs data ",
-                  "that is not final while extracting; libtorch runs it");
-    return input.reshape(shape);
-  }
+  if (auto rows = viewed_as(input, {-1, k})) return *std::move(rows);
+  KA_CHECK_TYPE(NotImplementedError, (n.fixed_args & 1U) != 0, n.spec->signature,
+                ": input of sizes ", c10::str(input.sizes()), " and strides ",
+                c10::str(input.strides()), " is no [M, K] view, and copying it needs data ",
+                "that is not final while extracting; libtorch runs it");
+  return input.reshape({input.numel() == 0 ? 0 : -1, k});
 }
 
 // The GEMM ops' argument layouts: mm(self, mat2[, out]), addmm(self, mat1, mat2, beta,
