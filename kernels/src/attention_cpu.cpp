@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 namespace ka::kernels {
@@ -99,30 +98,28 @@ float* sized(std::vector<float>& v, std::int64_t n) {
   return v.data();
 }
 
-// The micro-kernel over every (A sliver, B sliver) pair: C[0:rows_pad, 0:cols_pad] +=
-// alpha * A @ B, A packed in slivers of kMr rows, B in slivers of nr columns, both kc deep.
-void multiply_packed(const detail::MicroKernelInfo& micro, std::int64_t kc, const float* a,
-                     std::int64_t a_slivers, const float* b, std::int64_t b_slivers, float* c,
-                     std::int64_t ldc, float alpha) {
-  const std::int64_t nr = micro.cols;
-  for (std::int64_t t = 0; t < b_slivers; ++t) {
-    const float* bs = b + t * nr * kc;
-    for (std::int64_t s = 0; s < a_slivers; ++s) {
-      micro.fn(kc, a + s * kMr * kc, bs, c + s * kMr * ldc + t * nr, ldc, alpha);
-    }
-  }
-}
+// The A operand of the micro-kernel: packed in slivers of kMr rows (`ld` 0), or rows of stride
+// `ld` read in place (Note [P read in rows]).
+struct OperandA {
+  const float* data;
+  std::int64_t ld;
+};
 
-// The same with A unpacked (row stride lda, rows a multiple of kMr), alpha 1: Note [P read in
-// rows].
-void multiply_rows(const detail::MicroKernelInfo& micro, std::int64_t kc, const float* a,
-                   std::int64_t lda, std::int64_t a_slivers, const float* b,
-                   std::int64_t b_slivers, float* c, std::int64_t ldc) {
+// The micro-kernel over every (A sliver, B sliver) pair: C[0:rows_pad, 0:cols_pad] +=
+// alpha * A @ B, A's rows a multiple of kMr, B packed in slivers of nr columns, both kc deep.
+void multiply(const detail::MicroKernelInfo& micro, std::int64_t kc, OperandA a,
+              std::int64_t a_slivers, const float* b, std::int64_t b_slivers, float* c,
+              std::int64_t ldc, float alpha) {
   const std::int64_t nr = micro.cols;
   for (std::int64_t t = 0; t < b_slivers; ++t) {
     const float* bs = b + t * nr * kc;
     for (std::int64_t s = 0; s < a_slivers; ++s) {
-      micro.fn_row_a(kc, a + s * kMr * lda, lda, bs, c + s * kMr * ldc + t * nr, ldc, 1.0F);
+      float* cs = c + s * kMr * ldc + t * nr;
+      if (a.ld == 0) {
+        micro.fn(kc, a.data + s * kMr * kc, bs, cs, ldc, alpha);
+      } else {
+        micro.fn_row_a(kc, a.data + s * kMr * a.ld, a.ld, bs, cs, ldc, alpha);
+      }
     }
   }
 }
@@ -284,7 +281,9 @@ void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int6
   const std::int64_t ldo = dv_slivers * nr;
 
   float* qp = sized(sc.q_packed, rows_pad * job.d + detail::kPackSlack);
-  float* pp = sized(sc.p_packed, rows_pad * job.block_k + detail::kPackSlack);
+  float* pp = micro.fn_row_a != nullptr
+                  ? nullptr
+                  : sized(sc.p_packed, rows_pad * job.block_k + detail::kPackSlack);
   float* s = sized(sc.s, rows_pad * lds);
   const std::int64_t ldp = job.block_k;
   float* p = sized(sc.p, rows_pad * ldp);
@@ -310,16 +309,16 @@ void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int6
       micro.pack_b(op.v.data, op.v.rs, op.v.cs, j0, cols, 0, job.dv, nr, vp);
       sc.packed[static_cast<std::size_t>(kb)] = 1;
     }
-    multiply_packed(micro, job.d, qp, a_slivers, kp, k_slivers, s, lds, a.scale);
+    multiply(micro, job.d, {qp, 0}, a_slivers, kp, k_slivers, s, lds, a.scale);
     if (op.fill.data != nullptr) {
       apply_fill(op.fill, a.fill_where_false, a.fill_value, i0, j0, rows, cols, s, lds);
     }
     online_softmax(s, lds, rows, cols, p, ldp, m, l, o, ldo, job.dv);
     if (micro.fn_row_a != nullptr) {  // Note [P read in rows]
-      multiply_rows(micro, cols, p, ldp, a_slivers, vp, dv_slivers, o, ldo);
+      multiply(micro, cols, {p, ldp}, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
     } else {
       micro.pack_a(p, ldp, 1, 0, rows, 0, cols, pp);
-      multiply_packed(micro, cols, pp, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
+      multiply(micro, cols, {pp, 0}, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
     }
   };
   std::vector<std::int64_t>& deferred = sc.deferred;
