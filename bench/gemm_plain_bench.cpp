@@ -82,7 +82,7 @@ void BM_GemmPlain(benchmark::State& state) {
 }
 // ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16;
 // then a 128-token prefill's linear layers (GPT-2/BERT MLP up and down, QKV) with the weight
-// transposed, packed per call and packed ahead.
+// transposed, packed per call and packed ahead; and a 512-token prefill's MLP up the same ways.
 BENCHMARK(BM_GemmPlain)
     ->ArgNames({"m", "k", "n", "bias", "mat2"})
     ->Args({512, 512, 512, 0, 0})
@@ -95,6 +95,8 @@ BENCHMARK(BM_GemmPlain)
     ->Args({128, 3072, 768, 1, 2})
     ->Args({128, 768, 2304, 1, 1})
     ->Args({128, 768, 2304, 1, 2})
+    ->Args({512, 768, 3072, 1, 1})
+    ->Args({512, 768, 3072, 1, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
