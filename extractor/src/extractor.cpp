@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -184,6 +185,7 @@ struct CachedConfig {
   LaunchConfig config;
   db::Provenance provenance = db::Provenance::kHeuristic;
   std::string shape_key;
+  std::string config_text;  ///< config.str(), for TaskPlans (formatted once, not per run)
   std::string kernel;
   int kernel_version = 0;
   std::uint64_t generation = 0;
@@ -498,6 +500,7 @@ struct Extractor::Impl {
   std::unique_ptr<CachedConfig> resolve(const KernelEntry& entry, const Packed& p,
                                         std::uint64_t gen) {
     auto c = choose(*entry.descriptor, p.lookup_op, shape_key_of(p));
+    c->config_text = c->config.str();
     c->generation = gen;
     return c;
   }
@@ -773,9 +776,31 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
 namespace {
 
 // Where a graph extraction is, for its errors: the stage and the node or group at hand.
+// Note [Error context built on failure]
+// A graph run names the node it is at in any error ("aten::mm (node 3) on cpu: pack: ..."),
+// but nearly every run raises none, so the position keeps the parts (a signature that
+// outlives the run, the node, the device) and where() formats them only when an error is
+// being reported. Formatting them for every node and group cost a few allocations each, on
+// every run.
 struct GraphPosition {
   Stage stage = Stage::kValidate;
-  std::string where;
+  const char* signature = nullptr;  // null: no node (between nodes, or a fallback's own)
+  std::int64_t node = -1;
+  std::optional<Device> device;
+
+  void at(const char* sig, std::int64_t index, std::optional<Device> on = std::nullopt) {
+    signature = sig;
+    node = index;
+    device = on;
+  }
+  void clear() { at(nullptr, -1); }
+  // "aten::mm (node 3) on cpu: ", or "" between nodes.
+  [[nodiscard]] std::string where() const {
+    if (signature == nullptr) return "";
+    std::string w = std::string(signature) + " (node " + std::to_string(node) + ")";
+    if (device) w += " on " + device->str();
+    return w + ": ";
+  }
 };
 
 // Checks every node before anything is extracted: a kernel for its signature or a fallback,
@@ -792,7 +817,7 @@ std::vector<const OpSpec*> validate_graph(const OpGraph& graph, GraphPosition& a
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
     const OpGraph::Node& node = graph.nodes[i];
     signatures.push_back(node.signature);
-    at.where = node.signature + " (node " + std::to_string(i) + "): ";
+    at.at(node.signature.c_str(), static_cast<std::int64_t>(i));
     for (int v : node.inputs) KA_CHECK(in_range(v), "input value ", v, " out of range");
     for (int v : node.outputs) KA_CHECK(in_range(v), "output value ", v, " out of range");
     const OpSpec* spec = detail::find_spec(node.signature);
@@ -808,7 +833,7 @@ std::vector<const OpSpec*> validate_graph(const OpGraph& graph, GraphPosition& a
     KA_CHECK(node.fallback, "expected ", spec->num_args, " arguments and 1 output, got ",
              node.inputs.size(), " and ", node.outputs.size());
   }
-  at.where.clear();
+  at.clear();
   for (int v : graph.outputs) KA_CHECK(in_range(v), "graph output value ", v, " out of range");
   return specs;
 }
@@ -935,15 +960,13 @@ class GraphExtraction {
     }
     const GroupArgs group{g.kind, nodes.data(), g.count};
     const char* signature = group_signature(group);
-    at_.where = std::string(specs_[static_cast<std::size_t>(g.first)]->signature) + " (node " +
-                std::to_string(g.first) + "): ";
+    at_.at(specs_[static_cast<std::size_t>(g.first)]->signature, g.first);
     at_.stage = Stage::kLookup;
     KA_CHECK_TYPE(NotImplementedError,
                   group.kind != FusionKind::kNone || !detail::runs_only_fused(*nodes[0].spec),
                   nodes[0].spec->signature, ": ka runs it only inside a fused attention");
     const Device device = detail::group_device(group);
-    at_.where = std::string(signature) + " (node " + std::to_string(g.first) + ") on " +
-                device.str() + ": ";
+    at_.at(signature, g.first, device);
     const KernelEntry& entry = impl_.registry(device.type).find(signature);
     at_.stage = Stage::kPack;
     auto state = std::make_shared<TaskState>();
@@ -1037,7 +1060,7 @@ class GraphExtraction {
     plan.kernel_version = entry.descriptor->version;
     plan.device = device.str();
     plan.shape_key = cfg.shape_key;
-    plan.config = cfg.config.str();
+    plan.config = cfg.config_text;
     plan.provenance = cfg.provenance;
     return plan;
   }
@@ -1240,7 +1263,7 @@ class GraphRun {
         // Rethrown inside the stage: "graph: aten::mm (node 3) on cpu: pack: ...".
         std::string reason;
         try {
-          rethrow_in_stage(at_.where, at_.stage);
+          rethrow_in_stage(at_.where(), at_.stage);
         } catch (const std::exception& staged) {
           reason = std::string("ka refused it: ") + staged.what();
         }
@@ -1280,7 +1303,7 @@ class GraphRun {
   void run_fallback(std::size_t i, std::string reason) {
     OpGraph::Node& node = graph_.nodes[i];
     at_.stage = Stage::kSubmit;
-    at_.where.clear();  // call_fallback names the node when it fails
+    at_.clear();  // call_fallback names the node when it fails
     std::vector<c10::IValue> inputs;
     inputs.reserve(node.inputs.size());
     for (int v : node.inputs) inputs.push_back(graph_.values[static_cast<std::size_t>(v)]);
@@ -1441,7 +1464,7 @@ std::vector<TaskPlan> Extractor::run_graph(OpGraph& graph, const GraphOptions& o
   } catch (...) {
     last.stage = at.stage;
     try {
-      rethrow_in_stage("graph: " + at.where, at.stage);
+      rethrow_in_stage("graph: " + at.where(), at.stage);
     } catch (const std::exception& e) {
       last.error = e.what();
       throw;
