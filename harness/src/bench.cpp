@@ -1465,12 +1465,12 @@ void print_run_header(const Session& s, const RunSetting& run, const MachineProb
              s.suite.cases.size(), run.path);
   print_device_lines(s, run, m, refs, out);
   if (s.read_gbps > 0.0) {
-    fmt::print(out, "read bandwidth (measured now, sum of {} MiB on {} thread(s), median of {}): "
-                    "{:.1f} GB/s; decode cases (M <= {}) are quoted against min(FMA peak, read "
-                    "bandwidth x M/2 FLOP per byte of B), the read bandwidth probed again right "
-                    "before each\n",
-               m.read.array_bytes >> 20, m.read.threads, m.read.rounds, m.read.gbytes_per_s,
-               detail::kDecodeMaxM);
+    fmt::print(out, "read bandwidth (measured now, sum of {} MiB on {} thread(s) read {} ways, "
+                    "the best way's median of {}): {:.1f} GB/s ({}); decode cases (M <= {}) are "
+                    "quoted against min(FMA peak, read bandwidth x M/2 FLOP per byte of B), the "
+                    "read bandwidth probed again right before each\n",
+               m.read.array_bytes >> 20, m.read.threads, detail::kReadPatterns, m.read.rounds,
+               m.read.gbytes_per_s, m.read.pattern, detail::kDecodeMaxM);
   }
   const bool graphs = any_graph_case(s.suite);
   if (graphs) {

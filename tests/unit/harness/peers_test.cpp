@@ -1,6 +1,7 @@
 // ka-bench --vs and --isa: the reference list, the ISA restriction each library is given, the
 // decode roofline, and the peer libraries computing what libtorch computes.
 #include <ka/core/error.hpp>
+#include <ka/core/fingerprint.hpp>
 #include <ka/harness/suite.hpp>
 
 #include <ka/harness/detail/bench_case.hpp>
@@ -10,7 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -128,13 +133,46 @@ TEST(Roofline, DecodeIsBoundByReadingBOnce) {
 
 TEST(Roofline, ReadProbeMeasuresSomethingAgainAndAgain) {
   ReadProbe probe(1, std::size_t{8} << 20);
+  std::vector<std::string> names;
+  for (int k = 0; k < kReadPatterns; ++k) names.emplace_back(read_pattern_name(k));
   for (int i = 0; i < 2; ++i) {
     const ReadBandwidth r = probe.measure(3);
     EXPECT_GT(r.gbytes_per_s, 0.0);
     EXPECT_EQ(r.array_bytes, std::size_t{8} << 20);
     EXPECT_EQ(r.rounds, 3);
     EXPECT_EQ(r.threads, 1);
+    EXPECT_NE(std::find(names.begin(), names.end(), std::string(r.pattern)), names.end())
+        << "the best pattern is one of the probe's: '" << r.pattern << "'";
   }
+}
+
+TEST(Roofline, EveryReadPatternReadsEveryWordOnce) {
+  // Distinct words, so a pattern that skipped or repeated a stretch would sum differently.
+  constexpr std::size_t kWords = std::size_t{1} << 16;
+  // The probe's vector loads are aligned, as its array is.
+  const std::unique_ptr<std::uint64_t, decltype(&std::free)> block(
+      static_cast<std::uint64_t*>(std::aligned_alloc(64, kWords * sizeof(std::uint64_t))),
+      &std::free);
+  ASSERT_NE(block, nullptr);
+  std::uint64_t expected = 0;
+  for (std::size_t i = 0; i < kWords; ++i) {
+    block.get()[i] = i * i + 1;
+    expected += block.get()[i];
+  }
+  // Every load width this CPU can run (the probe itself uses the widest).
+  const std::string host = cpu_isa_level();
+  Strings isas = {"generic"};
+  if (host == "avx2" || host == "avx512") isas.emplace_back("avx2");
+  if (host == "avx512") isas.emplace_back("avx512");
+  for (const std::string& isa : isas) {
+    for (int k = 0; k < kReadPatterns; ++k) {
+      EXPECT_EQ(read_pattern_sum(k, block.get(), kWords, isa), expected)
+          << read_pattern_name(k) << " with " << isa << " loads";
+    }
+  }
+  EXPECT_THROW((void)read_pattern_sum(2, block.get(), 100, "generic"), ValueError)
+      << "not whole steps";
+  EXPECT_THROW((void)read_pattern_name(kReadPatterns), ValueError);
 }
 
 // The peers are loaded with RTLD_DEEPBIND, which the sanitizers' runtimes refuse.

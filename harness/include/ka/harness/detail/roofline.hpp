@@ -6,17 +6,30 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace ka::harness::detail {
 
 /// The machine's streaming-read bandwidth: what a kernel that only reads, such as a GEMV
 /// reading its matrix, can reach.
 struct ReadBandwidth {
-  double gbytes_per_s = 0.0;  ///< Median over the rounds of bytes read / wall time (1e9 B/s).
+  /// The best pattern's median over the rounds of bytes read / wall time (1e9 B/s).
+  double gbytes_per_s = 0.0;
   int threads = 1;
   std::size_t array_bytes = 0;
   int rounds = 0;
+  const char* pattern = "";  ///< The access pattern that read fastest (read_pattern_name).
 };
+
+/// The access patterns the probe times (Note [Read probe patterns] in roofline.cpp).
+constexpr int kReadPatterns = 3;
+/// "1 stream", "4 interleaved streams", ...
+const char* read_pattern_name(int pattern);
+/// The sum of `words` 64-bit words read with pattern `pattern` as the probe reads one block,
+/// with `isa`'s loads ("avx512", "avx2", "generic"; the probe uses the widest the CPU has);
+/// `words` a multiple of 32 x the pattern's streams (256), `block` 64-byte aligned.
+std::uint64_t read_pattern_sum(int pattern, const std::uint64_t* block, std::size_t words,
+                               const std::string& isa);
 
 /// The streaming-read probe with its array kept: allocated and first touched once, by the
 /// threads that then read it, and measured as often as needed (right before each decode case:
@@ -34,7 +47,8 @@ class ReadProbe {
   ReadProbe& operator=(const ReadProbe&) = delete;
 
   /// Sums the array in 1 MiB blocks with the widest vector loads the CPU has, on the probe's
-  /// threads of ka's pool: one untimed pass, then the median of `rounds` timed ones.
+  /// threads of ka's pool, in each access pattern: one untimed pass, then `rounds` rounds of
+  /// one timed pass per pattern; the best pattern's median.
   ReadBandwidth measure(int rounds = 5);
 
  private:
