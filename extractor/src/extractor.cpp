@@ -775,13 +775,14 @@ c10::IValue Extractor::eager(OpHandle op, const c10::IValue* args, std::size_t n
 
 namespace {
 
-// Where a graph extraction is, for its errors: the stage and the node or group at hand.
 // Note [Error context built on failure]
 // A graph run names the node it is at in any error ("aten::mm (node 3) on cpu: pack: ..."),
 // but nearly every run raises none, so the position keeps the parts (a signature that
 // outlives the run, the node, the device) and where() formats them only when an error is
 // being reported. Formatting them for every node and group cost a few allocations each, on
 // every run.
+//
+// Where a graph extraction is, for its errors: the stage and the node or group at hand.
 struct GraphPosition {
   Stage stage = Stage::kValidate;
   const char* signature = nullptr;  // null: no node (between nodes, or a fallback's own)

@@ -105,7 +105,9 @@ __attribute__((target("avx512f"))) std::uint64_t sum_words_avx512(const std::uin
     for (int s = 0; s < pat.streams; ++s) {
       const std::uint64_t* q = p + static_cast<std::size_t>(s) * len + i;
       if (pat.prefetch) prefetch_step(q);
-      for (std::size_t v = 0; v < 4; ++v) acc[v] = _mm512_add_epi64(acc[v], _mm512_load_si512(q + 8 * v));
+      for (std::size_t v = 0; v < 4; ++v) {
+        acc[v] = _mm512_add_epi64(acc[v], _mm512_load_si512(q + 8 * v));
+      }
     }
   }
   alignas(64) std::uint64_t lanes[8];
