@@ -27,10 +27,10 @@ constexpr std::size_t kChains = 8;
 // Note [Read probe patterns]
 // A GEMV reads its matrix as several row streams at once (ka's skinny passes read 8 or 32
 // rows of B, BLIS's and oneDNN's GEMVs a few columns at a time), and one sequential stream is
-// not the fastest way one core can read: on a Zen 5 one core summed one stream at 32-33 GB/s,
-// four interleaved streams at 36-37 and eight, each prefetched 1 KiB ahead, at 39-40 GB/s,
-// the rate BLIS's and oneDNN's AVX2 GEMVs read B at (M = 1). A roofline drawn with the
-// one-stream figure put those peers at 110-120 % of it. So the probe times each pattern below
+// not the fastest way one core can read: on some CPUs several interleaved streams, each
+// prefetched ahead, read markedly faster (figures in commit 4de7912's body). A roofline
+// drawn with a one-stream figure then puts the GEMVs that read that way above 100 % of it, and
+// the roofline is a bound only if nothing beats it. So the probe times each pattern below
 // over every 1 MiB block and reports the best median, and which pattern gave it. Each step
 // reads 256 bytes (32 words) of every stream.
 struct ReadPattern {
