@@ -198,15 +198,20 @@ TEST_F(IsolatedTrials, ResumeKeepsFailuresAndRetryFailedRunsThemAgain) {
 TEST_F(IsolatedTrials, ASignalDuringATrialStopsTheSweepAndMarksTheRun) {
   auto o = options();
   o.trial_timeout_s = 60.0;  // the spinning trial waits for the signal, not the deadline
-  // The signal comes once the segfaulting trial is stored: the spinning one is next.
+  // The signal comes once the segfaulting trial is stored: the spinning one is next. The file
+  // exists before the tuner has created its tables, so the signaller asks for the table first.
   const std::string db_path = o.db_path;
   std::thread signaller([db_path] {
-    for (int i = 0; i < 600; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (!fs::exists(db_path)) continue;
+    const auto segfault_trial_stored = [&db_path] {
+      if (!fs::exists(db_path)) return false;
       ka::db::Connection db(db_path);
+      auto table = db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'trials'");
+      if (!table.step() || table.column_int64(0) == 0) return false;
       auto st = db.prepare("SELECT count(*) FROM trials WHERE config = '" + cfg(1) + "'");
-      if (st.step() && st.column_int64(0) == 1) break;
+      return st.step() && st.column_int64(0) == 1;
+    };
+    for (int i = 0; i < 600 && !segfault_trial_stored(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     std::raise(SIGTERM);
