@@ -1571,7 +1571,7 @@ bool Extractor::last_eager_plan(TaskPlan& plan) const {
   plan.kernel_version = last.entry->descriptor->version;
   plan.device.assign(last.device.str());
   plan.shape_key.assign(last.config->shape_key);
-  plan.config.assign(last.config->config.str());
+  plan.config.assign(last.config->config_text);
   plan.provenance = last.config->provenance;
   return true;
 }
@@ -1602,7 +1602,7 @@ std::string Extractor::dump_extraction_context() const {
     }
     if (last.config) {
       j["shape_key"] = last.config->shape_key;
-      j["config"] = last.config->config.str();
+      j["config"] = last.config->config_text;
       j["provenance"] = db::to_string(last.config->provenance);
     }
     j["strided_inputs"] = last.strided;
