@@ -144,7 +144,11 @@ struct ReadProbe::Impl {
   SumFn sum = widest_sum();
   int threads = 1;
   std::size_t blocks = 0;
+  std::size_t block_words = kWords;
+  std::size_t passes = 1;  // reads of each block per timed pass
   std::unique_ptr<std::uint64_t, Free> data;
+
+  std::size_t array_bytes() const { return blocks * block_words * sizeof(std::uint64_t); }
 
   // Runs fn(block) over every block on the probe's threads; returns the wall seconds.
   template <typename Fn>
@@ -152,23 +156,38 @@ struct ReadProbe::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     ThreadPool::global().parallel_for(static_cast<std::int64_t>(blocks), threads,
                                       [&](std::int64_t b) {
-                                        fn(data.get() + static_cast<std::size_t>(b) * kWords);
+                                        fn(data.get() + static_cast<std::size_t>(b) * block_words);
                                       });
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 };
+
+// Note [Arrays smaller than a block]
+// A per-case probe reads an array the size of the case's B (Note [Per-case read probes] in
+// bench.cpp), which may be far below 1 MiB. Such an array is one block of its own size, rounded
+// up to whole steps of the widest pattern (8 streams x 32 words = 2 KiB), and a timed pass reads
+// it again and again until it has read kMinPassBytes, so the thread pool's start and the clock
+// do not dominate a pass of a few microseconds. Reading it again is what the case does too.
+constexpr std::size_t kStepBytes = kStep * 8 * sizeof(std::uint64_t);
+constexpr std::size_t kMinPassBytes = std::size_t{32} << 20;
 
 ReadProbe::ReadProbe(int threads, std::size_t array_bytes) : impl_(std::make_unique<Impl>()) {
   if (array_bytes == 0) {
     const auto l3 = static_cast<std::size_t>(std::max<std::int64_t>(0, cpu_fingerprint().l3_bytes));
     array_bytes = std::clamp(4 * l3, std::size_t{128} << 20, std::size_t{1} << 30);
   }
-  impl_->threads = std::max(1, threads);
-  impl_->blocks = std::max<std::size_t>(1, array_bytes / kBlock);
-  impl_->data.reset(static_cast<std::uint64_t*>(std::aligned_alloc(64, impl_->blocks * kBlock)));
-  if (impl_->data == nullptr) throw std::bad_alloc();
+  Impl& p = *impl_;
+  p.threads = std::max(1, threads);
+  const std::size_t steps = (std::max(array_bytes, kStepBytes) + kStepBytes - 1) / kStepBytes;
+  const std::size_t block_bytes = std::min(kBlock, steps * kStepBytes);
+  p.block_words = block_bytes / sizeof(std::uint64_t);
+  p.blocks = (steps * kStepBytes + block_bytes - 1) / block_bytes;
+  p.passes = std::max<std::size_t>(1, kMinPassBytes / p.array_bytes());
+  p.data.reset(static_cast<std::uint64_t*>(std::aligned_alloc(64, p.array_bytes())));
+  if (p.data == nullptr) throw std::bad_alloc();
   // First touch by the threads that read, so the pages are mapped before any timing.
-  impl_->over_blocks([](std::uint64_t* block) { std::memset(block, 1, kBlock); });
+  const std::size_t touch = p.block_words * sizeof(std::uint64_t);
+  p.over_blocks([touch](std::uint64_t* block) { std::memset(block, 1, touch); });
 }
 
 ReadProbe::~ReadProbe() = default;
@@ -177,11 +196,13 @@ ReadBandwidth ReadProbe::measure(int rounds) {
   const Impl& p = *impl_;
   auto pass = [&](const ReadPattern& pat) {
     return p.over_blocks([&](const std::uint64_t* block) {
-      g_sink.fetch_add(p.sum(block, kWords, pat), std::memory_order_relaxed);
+      std::uint64_t sum = 0;
+      for (std::size_t i = 0; i < p.passes; ++i) sum += p.sum(block, p.block_words, pat);
+      g_sink.fetch_add(sum, std::memory_order_relaxed);
     });
   };
   pass(kPatterns[0]);
-  const std::size_t bytes = p.blocks * kBlock;
+  const std::size_t bytes = p.array_bytes() * p.passes;
   // Rounds interleave the patterns, so drift meets each of them (Note [Read probe patterns]).
   std::array<std::vector<double>, kReadPatterns> gbps;
   for (int r = 0; r < std::max(1, rounds); ++r) {
@@ -189,7 +210,7 @@ ReadBandwidth ReadProbe::measure(int rounds) {
       gbps[k].push_back(static_cast<double>(bytes) / pass(kPatterns[k]) / 1e9);
     }
   }
-  ReadBandwidth best{0.0, p.threads, bytes, std::max(1, rounds), ""};
+  ReadBandwidth best{0.0, p.threads, p.array_bytes(), std::max(1, rounds), ""};
   for (std::size_t k = 0; k < kPatterns.size(); ++k) {
     const double median = profiler::summarize(gbps[k]).median;
     if (median > best.gbytes_per_s) {

@@ -399,8 +399,8 @@ case "$case_name" in
     grep -qE "^primes +37 +53 +71 \|.*\| +[0-9.]+x \| +[0-9.]+x (libtorch|openblas|blis|onednn)$" "$tmp/out" || fail "no ka/lt and ka/best for primes"
     grep -qE "^geometric mean of ka/best over 5 cases: [0-9.]+x" "$tmp/out" || fail "no geometric mean of ka/best"
     grep -qE "^read bandwidth \(measured now, .*\): [0-9.]+ GB/s" "$tmp/out" || fail "no read bandwidth in the header"
-    grep -qE "^decode case .*\| roof GF/s \| +ka GB/s +%roof \|" "$tmp/out" || fail "no decode table"
-    grep -qE "^tails +13 +300 +33 \| +[0-9.]+ \| +[0-9.]+ +[0-9.]+% \|" "$tmp/out" || fail "no decode row for tails (M = 13)"
+    grep -qE "^decode case .*\| read GB/s roof GF/s \| +ka GB/s +%roof \|" "$tmp/out" || fail "no decode table"
+    grep -qE "^tails +13 +300 +33 \| +[0-9.]+ +[0-9.]+ \| +[0-9.]+ +[0-9.]+% \|" "$tmp/out" || fail "no decode row for tails (M = 13)"
     grep -q "^stored 25 benchmark results" "$tmp/out" || fail "closing line: 5 cases x 5 variants"
     for p in openblas blis onednn; do
       ok=$("$sqlite3" "$tmp/ka.db" "SELECT count(*) FROM results WHERE impl='$p' AND disposition='ok' AND median_ns > 0 AND max_abs_error IS NOT NULL AND benchmark_name LIKE 'smoke/%/$p'")

@@ -146,6 +146,24 @@ TEST(Roofline, ReadProbeMeasuresSomethingAgainAndAgain) {
   }
 }
 
+// A per-case probe reads an array the size of the case's B: under a block, one block of that
+// size in whole 2 KiB steps; above it, whole 1 MiB blocks.
+TEST(Roofline, ReadProbeArraysFollowTheSizeAsked) {
+  const std::pair<std::size_t, std::size_t> asked_and_read[] = {
+      {1, 2048},
+      {300 * 33 * 4, 40960},  // a 300 x 33 B: 39600 bytes in 20 steps
+      {std::size_t{1} << 20, std::size_t{1} << 20},
+      {(std::size_t{3} << 20) / 2, std::size_t{2} << 20},
+  };
+  for (const auto& [asked, read] : asked_and_read) {
+    ReadProbe probe(2, asked);
+    const ReadBandwidth r = probe.measure(1);
+    EXPECT_EQ(r.array_bytes, read) << asked << " bytes asked";
+    EXPECT_GT(r.gbytes_per_s, 0.0) << asked << " bytes asked";
+    EXPECT_EQ(r.threads, 2);
+  }
+}
+
 TEST(Roofline, EveryReadPatternReadsEveryWordOnce) {
   // Distinct words, so a pattern that skipped or repeated a stretch would sum differently.
   constexpr std::size_t kWords = std::size_t{1} << 16;

@@ -39,16 +39,18 @@ std::uint64_t read_pattern_sum(int pattern, const std::uint64_t* block, std::siz
 ///   const double gbps = probe.measure().gbytes_per_s;
 class ReadProbe {
  public:
-  /// An array of `array_bytes` (0: four times the L3, 128 MiB to 1 GiB), whole 1 MiB blocks.
-  /// Throws std::bad_alloc when it cannot be had.
+  /// An array of `array_bytes` (0: four times the L3, 128 MiB to 1 GiB) in blocks of 1 MiB,
+  /// or one block of its own size, rounded up to 2 KiB, when it is smaller (Note [Arrays
+  /// smaller than a block]). Throws std::bad_alloc when it cannot be had.
   explicit ReadProbe(int threads, std::size_t array_bytes = 0);
   ~ReadProbe();
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
 
-  /// Sums the array in 1 MiB blocks with the widest vector loads the CPU has, on the probe's
+  /// Sums the array block by block with the widest vector loads the CPU has, on the probe's
   /// threads of ka's pool, in each access pattern: one untimed pass, then `rounds` rounds of
-  /// one timed pass per pattern; the best pattern's median.
+  /// one timed pass per pattern (an array under 32 MiB read several times per pass); the best
+  /// pattern's median.
   ReadBandwidth measure(int rounds = 5);
 
  private:
