@@ -913,19 +913,22 @@ References setup_references(const BenchOptions& options, detail::CaseContext& co
   return r;
 }
 
+// "; WARNING: ..." when `library` runs kernels older than the CPU's (Note [Kernels older than
+// the CPU]); under --isa the restriction's own line says what each library runs instead.
+std::string older_kernels_note(const std::string& library, const std::string& core) {
+  if (std::getenv(detail::kIsaMarker) != nullptr) return "";
+  const std::string warning = detail::older_kernels_warning(library, core, cpu_isa_level());
+  return warning.empty() ? "" : "; " + warning;
+}
+
 // One header line per peer library: what it is, the kernels it picked, its threads.
 void print_peers(const References& refs, std::FILE* out) {
   for (std::size_t p = 0; p < refs.peers.size(); ++p) {
     const detail::PeerInfo& info = refs.peer_info[p];
-    // BLIS 0.9 falls back to portable C on a CPU it does not know (AMD's family 26, for one).
-    const bool blis_fallback = refs.peers[p] == detail::kImplBlis && info.core == "generic" &&
-                               std::getenv(detail::kIsaMarker) == nullptr;
     fmt::print(out, "peer {}: {}{}; {}, {} thread(s) by {}; checked against libtorch like ka{}\n",
                refs.peers[p], info.kernel(), info.detail.empty() ? "" : " (" + info.detail + ")",
                info.library, info.threads, info.threads_by,
-               blis_fallback ? "; BLIS did not recognise this CPU and runs its portable C "
-                               "kernels (--isa avx512 or avx2 selects skx or haswell)"
-                             : "");
+               older_kernels_note(refs.peers[p], info.core));
   }
 }
 
@@ -1464,10 +1467,10 @@ void print_device_lines(const Session& s, const RunSetting& run, const MachinePr
                   "micro-kernel\n",
              fp.name, fp.isa, fp.cores, fp.l2_bytes / 1024, descriptor.name, descriptor.version,
              kernels::gemm_cpu_isa());
-  fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch\n",
+  fmt::print(out, "libtorch {} ({}), OPENBLAS_CORETYPE={}; {} thread(s) for ka and libtorch{}\n",
              detail::libtorch_version(), s.context.libtorch_gemm_kernel,
              refs.blas.coretype_env.empty() ? "(unset)" : refs.blas.coretype_env,
-             s.options.threads);
+             s.options.threads, older_kernels_note(kImplLibtorch, refs.blas.core));
   print_peers(refs, out);
   if (!s.options.isa.empty()) print_isa_restriction(s.options.isa, refs, out);
   fmt::print(out, "fp32 FMA peak (measured now, {} FMA loop): {:.1f} GFLOP/s on {} thread(s), "

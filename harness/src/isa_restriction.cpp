@@ -1,14 +1,17 @@
 #include <ka/harness/detail/isa_restriction.hpp>
 
+#include <ka/harness/detail/bench_case.hpp>
 #include <ka/harness/detail/peer_blas.hpp>
 
 #include <ka/core/error.hpp>
 #include <ka/core/fingerprint.hpp>
 #include <ka/harness/bench.hpp>
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +61,64 @@ std::string IsaRestriction::expected_core(const std::string& library) const {
   if (library == kImplBlis) return blis_config;
   if (library == kImplOneDnn) return onednn_isa;
   return openblas_coretype;  // libtorch's BLAS and the openblas peer
+}
+
+// Note [Kernels older than the CPU]
+// Each library picks its kernels from the CPU's model, not only its features, and a release
+// older than the CPU may not know the model: it then falls back to a far older family. Seen
+// here: BLIS 0.9 runs its portable C kernels on AMD's family 26, and OpenBLAS 0.3.21 runs its
+// Prescott (SSE3) kernels on a Xeon of model 207, which puts libtorch's and OpenBLAS's GEMMs at
+// a fifth of the AVX-512 peak. A comparison with such a library measures its fallback, so the
+// header says so, and what would select the CPU's own family. The names are those the
+// libraries report (openblas_get_corename, bli_arch_string, dnnl_get_effective_cpu_isa).
+std::string core_isa_family(const std::string& library, const std::string& core) {
+  auto in = [&core](std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(),
+                       [&core](const char* n) { return strcasecmp(core.c_str(), n) == 0; });
+  };
+  if (library == kImplOneDnn) {
+    for (const char* family : {"avx512", "avx2", "avx", "sse"}) {
+      if (core.rfind(family, 0) == 0) return family;
+    }
+    return "";
+  }
+  if (library == kImplBlis) {
+    if (in({"skx", "knl", "zen4"})) return "avx512";
+    if (in({"haswell", "zen", "zen2", "zen3"})) return "avx2";
+    if (in({"sandybridge", "bulldozer", "piledriver", "steamroller", "excavator"})) return "avx";
+    if (in({"penryn", "generic"})) return "sse";
+    return "";
+  }
+  // OpenBLAS, libtorch's BLAS included.
+  if (in({"SkylakeX", "Cooperlake", "SapphireRapids"})) return "avx512";
+  if (in({"Haswell", "Zen", "Excavator"})) return "avx2";
+  if (in({"Sandybridge", "Bulldozer", "Piledriver", "Steamroller"})) return "avx";
+  if (in({"Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2", "Penryn",
+          "Dunnington", "Nehalem", "Opteron", "Opteron_SSE3", "Barcelona", "Bobcat"})) {
+    return "sse";
+  }
+  return "";
+}
+
+std::string older_kernels_warning(const std::string& library, const std::string& core,
+                                  const std::string& cpu_level) {
+  static const std::array<std::string, 4> kOrder = {"sse", "avx", "avx2", "avx512"};
+  const std::string family = core_isa_family(library, core);
+  const auto rank = [](const std::string& f) {
+    return std::find(kOrder.begin(), kOrder.end(), f) - kOrder.begin();
+  };
+  if (family.empty() || (cpu_level != "avx2" && cpu_level != "avx512") ||
+      rank(family) >= rank(cpu_level)) {
+    return "";
+  }
+  const IsaRestriction own = isa_restriction(cpu_level, cpu_level);
+  std::string selects = "--isa " + cpu_level;
+  if (library == kImplLibtorch || library == kImplOpenBlas) {
+    selects = "OPENBLAS_CORETYPE=" + own.openblas_coretype + " or " + selects;
+  }
+  return "WARNING: " + library + " runs its " + core + " kernels (" + family + ") on this " +
+         cpu_level + " CPU, which it did not recognise; " + selects + " selects its " +
+         own.expected_core(library) + " kernels";
 }
 
 std::vector<std::pair<std::string, std::string>> isa_environment(const IsaRestriction& r,

@@ -99,6 +99,44 @@ TEST(IsaRestriction, EachLibraryGetsItsOwnNameForTheFamily) {
   EXPECT_EQ(generic.onednn_max_cpu_isa, "SSE41");
 }
 
+// Every core the --isa restriction asks for is classed in its own family, so a library that
+// obeys --isa is never warned about.
+TEST(OlderKernels, TheRestrictionsOwnCoresAreTheirFamily) {
+  for (const std::string isa : {"avx512", "avx2"}) {
+    const IsaRestriction r = isa_restriction(isa, "avx512");
+    for (const std::string library : {"libtorch", "openblas", "blis", "onednn"}) {
+      EXPECT_EQ(core_isa_family(library, r.expected_core(library)), isa) << library;
+      EXPECT_EQ(older_kernels_warning(library, r.expected_core(library), isa), "") << library;
+    }
+  }
+  EXPECT_EQ(core_isa_family("openblas", isa_restriction("generic", "generic").openblas_coretype),
+            "sse");
+  EXPECT_EQ(core_isa_family("blis", "penryn"), "sse");
+  EXPECT_EQ(core_isa_family("onednn", "sse41"), "sse");
+}
+
+TEST(OlderKernels, AFallbackIsNamedWithWhatSelectsTheCpusOwn) {
+  // OpenBLAS 0.3.21 on a Xeon of model 207; BLIS 0.9 on AMD's family 26.
+  EXPECT_EQ(older_kernels_warning("libtorch", "Prescott", "avx512"),
+            "WARNING: libtorch runs its Prescott kernels (sse) on this avx512 CPU, which it did "
+            "not recognise; OPENBLAS_CORETYPE=SkylakeX or --isa avx512 selects its SkylakeX "
+            "kernels");
+  EXPECT_EQ(older_kernels_warning("blis", "generic", "avx512"),
+            "WARNING: blis runs its generic kernels (sse) on this avx512 CPU, which it did not "
+            "recognise; --isa avx512 selects its skx kernels");
+  EXPECT_EQ(older_kernels_warning("blis", "haswell", "avx512"),
+            "WARNING: blis runs its haswell kernels (avx2) on this avx512 CPU, which it did not "
+            "recognise; --isa avx512 selects its skx kernels");
+  EXPECT_NE(older_kernels_warning("onednn", "avx2", "avx512"), "");
+  EXPECT_NE(older_kernels_warning("openblas", "Sandybridge", "avx2"), "");
+  // The CPU's own family or a newer one, a CPU without AVX2, or a name not known: no warning.
+  EXPECT_EQ(older_kernels_warning("openblas", "Haswell", "avx2"), "");
+  EXPECT_EQ(older_kernels_warning("openblas", "Cooperlake", "avx512"), "");
+  EXPECT_EQ(older_kernels_warning("onednn", "avx512_core_bf16", "avx512"), "");
+  EXPECT_EQ(older_kernels_warning("openblas", "Prescott", "sse4.2"), "");
+  EXPECT_EQ(older_kernels_warning("openblas", "SomeFutureCore", "avx512"), "");
+}
+
 TEST(IsaRestriction, IsCheckedAgainstTheCpu) {
   EXPECT_EQ(error_of([] { isa_restriction("avx512", "avx2"); }),
             "--isa avx512: this CPU supports only avx2");

@@ -32,6 +32,18 @@ IsaRestriction isa_restriction(const std::string& isa, const std::string& cpu_le
 std::vector<std::pair<std::string, std::string>> isa_environment(const IsaRestriction& r,
                                                                  int blis_arch_id);
 
+/// The instruction-set family of the kernels `library` ("libtorch" and "openblas": OpenBLAS's
+/// core; "blis": its configuration; "onednn": its ISA) says it runs: "avx512", "avx2", "avx" or
+/// "sse"; "" for a name this does not know.
+std::string core_isa_family(const std::string& library, const std::string& core);
+
+/// A warning when `library`'s kernels are of an older family than this CPU runs (cpu_level,
+/// cpu_isa_level()): the library did not recognise the CPU (OpenBLAS 0.3.21 takes a Xeon of
+/// model 207 for a Prescott and runs SSE3 kernels). It says what selects the CPU's own family.
+/// "" when the kernels are the CPU's family or the name is unknown.
+std::string older_kernels_warning(const std::string& library, const std::string& core,
+                                  const std::string& cpu_level);
+
 /// The variable that marks a process ka-bench re-executed for --isa (its value is the ISA).
 constexpr const char* kIsaMarker = "KA_BENCH_ISA_REEXEC";
 
