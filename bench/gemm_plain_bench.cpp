@@ -80,7 +80,8 @@ void BM_GemmPlain(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
-// ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16;
+// ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16
+// (qkvo and MLP up) and decode 1 (MLP up and qkvo);
 // then a 128-token prefill's linear layers (GPT-2/BERT MLP up and down, QKV) with the weight
 // transposed, packed per call and packed ahead; and a 512-token prefill's MLP up the same ways.
 BENCHMARK(BM_GemmPlain)
@@ -89,6 +90,9 @@ BENCHMARK(BM_GemmPlain)
     ->Args({512, 768, 3072, 1, 0})
     ->Args({1024, 3072, 768, 1, 0})
     ->Args({16, 4096, 4096, 0, 0})
+    ->Args({16, 4096, 11008, 0, 0})
+    ->Args({1, 4096, 11008, 0, 0})
+    ->Args({1, 4096, 4096, 0, 0})
     ->Args({128, 768, 3072, 1, 1})
     ->Args({128, 768, 3072, 1, 2})
     ->Args({128, 3072, 768, 1, 1})

@@ -201,26 +201,45 @@ inline void for_each_strip(std::int64_t cols, Strip&& strip) {
   if (j < cols) strip(j, cols - j, std::false_type{});
 }
 
+/// The rows of the next pass a group prefetches while it runs (Note [Every group prefetches a
+/// share]): while on row k of its own pass, row k of the next one when k % step == first;
+/// none when `rows` is null. `rows` is the next pass's first row at the group's columns.
+struct NextPassShare {
+  const float* rows = nullptr;
+  std::int64_t first = 0;
+  std::int64_t step = 1;
+};
+
 /// A skinny path's kernel for one group of rows over `cols` columns of a pass: C[0:rows,
 /// 0:cols] += alpha * A_group @ B[0:kb, 0:cols], with ap[k * lda + r] = A[r, k] of the group
-/// and `next` the next pass's rows (null: do not prefetch).
+/// and `next` its share of the next pass's rows to prefetch.
 using SkinnyGroupKernel = void (*)(const float* ap, std::int64_t lda, const float* b,
-                                   const float* next, std::int64_t ldb, float* c,
+                                   NextPassShare next, std::int64_t ldb, float* c,
                                    std::int64_t ldc, std::int64_t cols, std::int64_t kb,
                                    float alpha);
 
+// Note [Every group prefetches a share]
+// A pass's first group of rows reads its rows of B from memory; the later groups read them
+// again from L1 or L2 and compute. When only the first group prefetched the next pass, memory
+// sat idle while the later ones ran: at M = 16 (two groups of 8 on AVX-512) the path read B at
+// half the rate M = 1 reaches. So each of G groups prefetches every G-th row of the next pass,
+// and the reads of B are spread over the whole pass (figures in the commit body).
+
 /// The skinny paths' driver: every pass of `PassRows` rows of B (for_each_skinny_pass), every
 /// group of at most `max_rows` rows (for_each_row_group) over the columns [col_begin,
-/// col_end), each by `kernel_for(rows)`. Only the first group prefetches the next pass.
+/// col_end), each by `kernel_for(rows)`, each group with its share of the next pass.
 template <std::int64_t PassRows, typename KernelFor>
 inline void run_skinny_groups(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end,
                               std::int64_t max_rows, KernelFor&& kernel_for) {
+  const std::int64_t groups = ceil_div(s.m, max_rows);
   for_each_skinny_pass<PassRows>(s, [&](const float* ap, std::int64_t kb, const float* b,
                                         const float* next) {
+    std::int64_t g = 0;
     for_each_row_group(s.m, max_rows, [&](std::int64_t r0, std::int64_t rows) {
       const SkinnyGroupKernel kernel = kernel_for(rows);
-      kernel(ap + r0, s.m, b + col_begin, r0 == 0 && next != nullptr ? next + col_begin : nullptr,
-             s.ldb, s.c + r0 * s.ldc, s.ldc, col_end - col_begin, kb, s.alpha);
+      const NextPassShare share{next != nullptr ? next + col_begin : nullptr, g++, groups};
+      kernel(ap + r0, s.m, b + col_begin, share, s.ldb, s.c + r0 * s.ldc, s.ldc,
+             col_end - col_begin, kb, s.alpha);
     });
   });
 }

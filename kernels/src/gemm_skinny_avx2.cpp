@@ -86,7 +86,7 @@ void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, std::
 // per strip cost as much as a strip's FMAs at M = 16). `next` is not prefetched: Note [No
 // prefetch on the AVX2 skinny path].
 template <int R, int V>
-void group_x_columns(const float* ap, std::int64_t lda, const float* b, const float* /*next*/,
+void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPassShare /*next*/,
                      std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                      std::int64_t kb, float alpha) {
   for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {

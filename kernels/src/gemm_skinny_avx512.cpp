@@ -34,7 +34,7 @@ namespace {
 // broadcasts share one pointer (with R row pointers GCC ran out of general registers and
 // spilled the accumulators).
 template <int R, int V, bool Full>
-void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, const float* next,
+void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
                        std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t w,
                        std::int64_t kb, float alpha) {
   __mmask16 mask[V];
@@ -48,11 +48,13 @@ void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, const 
 #pragma GCC unroll 4
     for (int q = 0; q < V; ++q) acc[r][q] = _mm512_setzero_ps();
   }
+  std::int64_t due = next.rows != nullptr ? next.first : kb;  // the next row to prefetch
   for (std::int64_t k = 0; k < kb; ++k) {
-    if (next != nullptr) {
+    if (k == due) {
       for (int q = 0; q < V; ++q) {
-        _mm_prefetch(reinterpret_cast<const char*>(next + k * ldb + 16 * q), KA_SKINNY_HINT);
+        _mm_prefetch(reinterpret_cast<const char*>(next.rows + k * ldb + 16 * q), KA_SKINNY_HINT);
       }
+      due += next.step;
     }
     __m512 bv[V];
     if (Full) {
@@ -86,12 +88,14 @@ void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, const 
 // masked tail. One call per group and pass (a call per strip cost as much as a strip's FMAs
 // at M = 16).
 template <int R, int V>
-void rows_x_columns(const float* ap, std::int64_t lda, const float* b, const float* next,
+void rows_x_columns(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
                     std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                     std::int64_t kb, float alpha) {
   for_each_strip<16 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-    rows_x_strip_impl<R, V, decltype(full)::value>(
-        ap, lda, b + j, next != nullptr ? next + j : nullptr, ldb, c + j, ldc, w, kb, alpha);
+    NextPassShare at_j = next;
+    if (at_j.rows != nullptr) at_j.rows += j;
+    rows_x_strip_impl<R, V, decltype(full)::value>(ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb,
+                                                   alpha);
   });
 }
 
