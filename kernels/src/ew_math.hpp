@@ -22,8 +22,9 @@ namespace ka::kernels::detail {
 // is Cephes' expf (|relative error| < 2 ulp, as Sleef's expf_u10 that ATen uses): x = n·ln2 + r
 // with n rounded by the 1.5·2^23 trick (no rounding instruction needed), a degree-6 polynomial
 // for e^r, and 2^n built in two halves so n = 128 does not overflow the exponent field. It is
-// branch-free, so loops over it vectorize. Below −87.34 it returns 0 (ATen returns denormals
-// there, an absolute difference under 1.2e-38); above 88.72 it returns +inf; NaN stays NaN.
+// branch-free, so loops over it vectorize. Below kExpFlushBelow it returns 0 (ATen returns
+// denormals there, an absolute difference under 1.2e-38; Note [No subnormal exp]); above 88.72
+// it returns +inf; NaN stays NaN.
 KA_EW_INLINE float pow2i(std::int32_t e) {
   const std::int32_t bits = (e + 127) << 23;
   float f;
@@ -31,10 +32,20 @@ KA_EW_INLINE float pow2i(std::int32_t e) {
   return f;
 }
 
+// Note [No subnormal exp]
+// Every exp of ka's returns 0, not a subnormal, below kExpFlushBelow, just above ln(FLT_MIN)
+// (so what it does return is a normal float). Intel cores (with FTZ off, as in any PyTorch
+// program) take a microcode assist of some hundred cycles for each operation whose result is
+// subnormal, and for each subnormal operand. A softmax over a row with masked positions (0 and
+// -1e4, or -inf) computes e^(-1e4 - max) for every masked element, and underflowing through
+// the subnormals then costs an assist per element (figures in the commit body; AMD's cores
+// showed no such cost). The values lost are below 1.2e-38.
+constexpr float kExpFlushBelow = -87.3365F;
+
 KA_EW_INLINE float exp_f32(float x) {
   // Selects as separate statements (and -fno-trapping-math on the kernels' sources) keep the
   // loop free of control flow, so it vectorizes.
-  constexpr float kLo = -87.3365478515625F;
+  constexpr float kLo = kExpFlushBelow;
   constexpr float kHi = 88.72283172607421875F;
   float xc = x < kLo ? kLo : x;
   xc = xc > kHi ? kHi : xc;

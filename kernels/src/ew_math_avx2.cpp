@@ -15,15 +15,17 @@ namespace {
 // The portable loops compiled for AVX2 run exp and sigmoid several times slower than the
 // AVX-512 forms (Note [AVX-512 exp]): the compiler's vector code of exp_f32 keeps every
 // select and range check. Here, as in the
-// AVX-512 form: x is clamped to [−104, 89] (min/max with x as the second operand keep NaN),
-// n = round(x / ln2), r = x − n·ln2 in two steps, e^r the same six-FMA polynomial. AVX2 has
-// no vscalefps, so 2^n is built in the exponent field, in two halves 2^h · 2^(n−h) so that
-// every n of the clamped range is a normal float: the products overflow to inf above 88.72
-// and underflow through the denormals to 0 below −87.34, like a true exp, and NaN stays NaN
-// (its product with anything is NaN).
+// AVX-512 form: x is clamped to [kExpFlushBelow, 89] (min/max with x as the second operand
+// keep NaN), n = round(x / ln2), r = x − n·ln2 in two steps, e^r the same six-FMA polynomial.
+// AVX2 has no vscalefps, so 2^n is built in the exponent field, in two halves 2^h · 2^(n−h)
+// so that every n of the clamped range is a normal float: the products overflow to inf above
+// 88.72, lanes below kExpFlushBelow are zeroed rather than made subnormal (Note [No subnormal
+// exp]), and NaN stays NaN (its product with anything is NaN).
 inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(_mm256_set1_ps(89.0F), x);
-  x = _mm256_max_ps(_mm256_set1_ps(-104.0F), x);
+  // All ones where x is below the flush bound (false for NaN, which is kept).
+  const __m256 flushed = _mm256_cmp_ps(x, _mm256_set1_ps(kExpFlushBelow), _CMP_LT_OQ);
+  x = _mm256_max_ps(_mm256_set1_ps(kExpFlushBelow), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341F)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375F), x);
@@ -41,7 +43,7 @@ inline __m256 exp8(__m256 x) {
   const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, bias), 23));
   const __m256 s2 = _mm256_castsi256_ps(
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), bias), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  return _mm256_andnot_ps(flushed, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
 }
 
 // num / (1 + e^arg): sigmoid (num = 1, arg = −x), silu (num = x) and gelu's tanh form.

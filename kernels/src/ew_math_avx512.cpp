@@ -33,11 +33,11 @@ inline std::int64_t stream_head(const float* d, std::int64_t n) {
 // Note [AVX-512 exp]
 // The portable exp_f32 (Note [Vectorizable exp]) spends about half its instructions building
 // 2^n by hand and on selects for the range ends and NaN. AVX-512's vscalefps does both: it
-// multiplies by 2^n for any n, overflowing to inf and underflowing through the denormals to 0
-// exactly like a true exp, and passes NaN through. What remains is Cephes' reduction: clamp
-// x to [-104, 89] (keeps n finite; min/max with x as the second operand keep NaN), n =
-// round(x / ln2), r = x − n·ln2 in two steps, then e^r, scalef(e^r, n): about three times
-// fewer instructions.
+// multiplies by 2^n for any n, overflowing to inf, and passes NaN through. What remains is
+// Cephes' reduction: clamp x to [kExpFlushBelow, 89] (keeps n finite and the result normal;
+// min/max with x as the second operand keep NaN), n = round(x / ln2), r = x − n·ln2 in two
+// steps, then e^r, scalef(e^r, n) with the lanes below kExpFlushBelow zeroed (Note [No
+// subnormal exp]): about three times fewer instructions.
 // e^r is a degree-6 polynomial in Horner form, six FMAs, its coefficients a Chebyshev fit of
 // e^r on [−ln2/2, ln2/2] (mpmath's chebyfit, rounded to float; the r and 1 terms come out as
 // exactly 1). Cephes' form (1 + r + r²·P5(r)) takes eight instructions for the same accuracy;
@@ -46,7 +46,9 @@ inline std::int64_t stream_head(const float* d, std::int64_t n) {
 template <bool nonpositive = false>
 inline __m512 exp16(__m512 x) {
   if (!nonpositive) x = _mm512_min_ps(_mm512_set1_ps(89.0F), x);
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0F), x);
+  // Not below the flush bound (NaN compares "not less": kept).
+  const __mmask16 kept = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpFlushBelow), _CMP_NLT_UQ);
+  x = _mm512_max_ps(_mm512_set1_ps(kExpFlushBelow), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341F)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375F), x);
@@ -58,7 +60,7 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5F));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0F));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0F));
-  return _mm512_scalef_ps(p, n);
+  return _mm512_maskz_scalef_ps(kept, p, n);
 }
 
 // num / (1 + e^arg): sigmoid (num = 1, arg = −x), silu (num = x) and gelu's tanh form.

@@ -193,6 +193,20 @@ TEST(SoftmaxCpu, ScaleAndMaskPrologue) {
   EXPECT_TRUE(got.isnan().all().item<bool>());
 }
 
+// A masked row (0 / -1e4, as padding masks are) gives exact zeros at the masked positions,
+// not subnormals (Note [No subnormal exp]), on every ISA path.
+TEST(SoftmaxCpu, MaskedPositionsAreExactZeros) {
+  at::manual_seed(12);
+  const at::Tensor x = at::randn({5, 517});
+  const at::Tensor mask = at::where(at::rand({517}) < 0.3, -1e4, 0.0).to(at::kFloat);
+  for (const std::string& isa : test::runnable_isas()) {
+    const test::IsaGuard guard(isa);
+    const at::Tensor out = run_softmax(x, 1, config(2, 2), mask);
+    expect_close(out, at::softmax(x + mask, 1), 1e-5, 1e-7, isa);
+    EXPECT_TRUE((out.masked_select((mask < 0).expand_as(out)) == 0).all().item<bool>()) << isa;
+  }
+}
+
 TEST(SoftmaxCpu, EmptyAndScalar) {
   const at::Tensor e = at::empty({0, 5});
   expect_close(run_softmax(e, 1, config(1, 1)), at::softmax(e, 1), 1e-5, 1e-7, "empty");
