@@ -168,7 +168,8 @@ struct ReadProbe::Impl {
 // up to whole steps of the widest pattern (8 streams x 32 words = 2 KiB), and a timed pass reads
 // it again and again until it has read kMinPassBytes, so the thread pool's start and the clock
 // do not dominate a pass of a few microseconds. Reading it again is what the case does too.
-constexpr std::size_t kStepBytes = kStep * 8 * sizeof(std::uint64_t);
+constexpr std::size_t kStepBytes =
+    kStep * sizeof(std::uint64_t) * static_cast<std::size_t>(kPatterns.back().streams);
 constexpr std::size_t kMinPassBytes = std::size_t{32} << 20;
 
 ReadProbe::ReadProbe(int threads, std::size_t array_bytes) : impl_(std::make_unique<Impl>()) {
