@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -406,6 +407,20 @@ class InProcessTrials final : public detail::TrialRunner {
   const detail::ShapeTrials* shape_ = nullptr;
 };
 
+// Note [Workers ignore stop signals]
+// A worker ends when its supervisor says so or kills it (SIGKILL: a stop signal abandons the
+// trial under way, Note [Isolated trials]), or with the supervisor (PR_SET_PDEATHSIG). Its own
+// process group keeps a terminal's Ctrl-C from it, but a batch system signals every process of
+// a job: scancel sent SIGTERM to the worker as well, the worker died first, and the
+// supervisor, not yet told, recorded the trial under way as 'crashed'. A resumed sweep keeps
+// such a trial and, with no result for its canonical form, measured an equivalent
+// configuration in its place (slurm.ka_tune.campaign then found a trial the unsharded sweep
+// did not have). So a worker ignores SIGINT, SIGTERM and SIGHUP and leaves them to the
+// supervisor.
+void ignore_stop_signals() {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_IGN);
+}
+
 }  // namespace
 
 void serve_trial_worker_if_asked() {
@@ -415,6 +430,7 @@ void serve_trial_worker_if_asked() {
   const int fd = std::atoi(fd_text);
   ::unsetenv(kWorkerFdVariable);
   g_in_worker = true;
+  ignore_stop_signals();
   int code = 1;
   try {
     code = serve(fd);
