@@ -284,9 +284,8 @@ double case_peak(const Session& s, const CaseState& cs) {
 // The probe reads an array the size of the case's B, and reads it hot, as the case does (every
 // timed call reads the same B again). The run's first probe reads four times the L3, from
 // memory; but a B that fits in a cache is read from there, and a roofline drawn from memory's
-// bandwidth is then no bound at all: on a Xeon whose L3 holds 260 MiB every library read the
-// 64 MiB B of a 4096 x 4096 decode at 180% of it. Where B outgrows the caches the two probes
-// agree.
+// bandwidth is then no bound at all: every library read such a B faster than it (figures in
+// commit 7a309b3's body). Where B outgrows the caches the two probes agree.
 bool is_decode(const SuiteCase& c) { return !c.is_graph() && c.m <= detail::kDecodeMaxM; }
 
 // The read bandwidth of an array the size of case c's B, read hot (Note [Per-case read

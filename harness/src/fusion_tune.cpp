@@ -98,7 +98,6 @@ SweptConfig sweep_fused_kernel(detail::GraphCase& g, const detail::TaskInfo& tas
     r.kernel = d.name;
     r.kernel_version = d.version;
     r.config = config;
-    r.fusion = "fused";
     return fused_table(fp, {r});
   };
   profiler::MeasureOptions quick = m;

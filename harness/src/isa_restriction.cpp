@@ -67,8 +67,8 @@ std::string IsaRestriction::expected_core(const std::string& library) const {
 // Each library picks its kernels from the CPU's model, not only its features, and a release
 // older than the CPU may not know the model: it then falls back to a far older family. Seen
 // here: BLIS 0.9 runs its portable C kernels on AMD's family 26, and OpenBLAS 0.3.21 runs its
-// Prescott (SSE3) kernels on a Xeon of model 207, which puts libtorch's and OpenBLAS's GEMMs at
-// a fifth of the AVX-512 peak. A comparison with such a library measures its fallback, so the
+// Prescott (SSE3) kernels on a Xeon of model 207, libtorch's GEMMs with them (figures in commit
+// d673d6f's body). A comparison with such a library measures its fallback, so the
 // header says so, and what would select the CPU's own family. The names are those the
 // libraries report (openblas_get_corename, bli_arch_string, dnnl_get_effective_cpu_isa).
 std::string core_isa_family(const std::string& library, const std::string& core) {
