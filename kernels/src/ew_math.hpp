@@ -144,6 +144,15 @@ CpuPath active_cpu_path();
 /// KA_CPU_ISA nor force_cpu_isa chose a narrower family (the GEMM's micro-kernel is "avx512").
 bool avx512_active();
 
+// Note [Clean upper state on return]
+// Every function that baseline code calls in an AVX2 or AVX-512 translation unit (these
+// declarations, the EwLoops tables, the GEMM's MicroKernelInfo) returns with VZEROUPPER done.
+// SSE code that runs while the upper halves of the vector registers are in use pays a state
+// transition on Intel cores, per call, far more than a short row's work. GCC inserts VZEROUPPER
+// before a return itself, but not after a call that passes a __m512 to an out-of-line helper
+// or tail-calls it: such an entry point holds a CleanUpperOnReturn (ew_math_avx512.cpp).
+// UpperState.* in the kernels' tests checks every entry point through XINUSE.
+
 /// The AVX-512 versions (ew_math_avx512.cpp); call only when avx512_active(). unary_run_avx512
 /// returns false for the ops it does not cover.
 bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);

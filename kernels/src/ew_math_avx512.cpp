@@ -23,6 +23,16 @@ inline __mmask16 tail_mask(std::int64_t left) {
   return static_cast<__mmask16>((1U << (left < 16 ? left : 16)) - 1U);
 }
 
+// VZEROUPPER on the way out of an entry point (Note [Clean upper state on return]). Its
+// destructor runs after the return value is computed, so the call it guards is never a tail
+// call that leaves the state dirty.
+struct CleanUpperOnReturn {
+  CleanUpperOnReturn() = default;
+  CleanUpperOnReturn(const CleanUpperOnReturn&) = delete;
+  CleanUpperOnReturn& operator=(const CleanUpperOnReturn&) = delete;
+  ~CleanUpperOnReturn() { _mm256_zeroupper(); }
+};
+
 // Elements of d (at most n) before its first 64-byte line: what a streamed output writes
 // with ordinary stores so that its streaming stores are whole, aligned lines.
 inline std::int64_t stream_head(const float* d, std::int64_t n) {
@@ -284,6 +294,7 @@ float exp_store_sum(const float* x, __m512 s, float* d, std::int64_t n, NextRow 
 
 float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
                              std::int64_t n) {
+  const CleanUpperOnReturn clean;
   return exp_store_sum(x, _mm512_set1_ps(shift), d, n, {});
 }
 
@@ -514,6 +525,7 @@ void softmax_row_avx512(const float* x, float* out, std::int64_t n, NextRow next
 // stores on two or more threads, and is softmax's default there.
 void softmax_row_streamed_avx512(const float* x, float* out, std::int64_t n, float* exps,
                                  SoftmaxPending& pending, NextRow next) {
+  const CleanUpperOnReturn clean;
   const bool spread = pending.out != nullptr && n % 16 == 0 &&
                       (reinterpret_cast<std::uintptr_t>(pending.out) & 63U) == 0;
   if (pending.out != nullptr && !spread) softmax_flush_avx512(pending, n);
