@@ -118,9 +118,11 @@ float lane_max(const float* x, std::int64_t n) {
     for (int l = 0; l < kLanes; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
   }
   for (int l = 0; i < n; ++i, ++l) acc[l] = x[i] > acc[l] ? x[i] : acc[l];
-  float m = acc[0];
-  for (int l = 1; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
-  return m;
+  // Halving, as lane_sum: a chain of 63 scalar selects would cost more than a short row.
+  for (int w = kLanes / 2; w > 0; w /= 2) {
+    for (int l = 0; l < w; ++l) acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
+  }
+  return acc[0];
 }
 
 float lane_sum_sq_dev(const float* x, float mean, std::int64_t n) {
