@@ -40,6 +40,8 @@ void BM_GemmPlain(benchmark::State& state) {
   // mat2 as: 0 row-major; 1 a linear layer's weight [n, k] transposed; 2 that, packed ahead as
   // a frozen module's weight is (Note [Constant weights packed once]).
   const std::int64_t form = state.range(4);
+  // 1: a GELU epilogue (the fused MLP's first linear), 0: none.
+  const bool gelu = state.range(5) != 0;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0F, 1.0F);
   // 64-byte aligned, as libtorch's allocator (and so ka-bench's tensors) gives.
@@ -58,6 +60,7 @@ void BM_GemmPlain(benchmark::State& state) {
   } else {
     args.beta = 0.0F;
   }
+  if (gelu) args.epilogue = ka::kernels::Epilogue::kGelu;
   const auto& d = ka::kernels::gemm_f32_cpu_descriptor();
   const ka::LaunchConfig config =
       d.default_config(ka::kernels::addmm_shape_key(m, k, n, with_bias));
@@ -83,24 +86,29 @@ void BM_GemmPlain(benchmark::State& state) {
 // ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16
 // (qkvo and MLP up) and decode 1 (MLP up and qkvo);
 // then a 128-token prefill's linear layers (GPT-2/BERT MLP up and down, QKV) with the weight
-// transposed, packed per call and packed ahead; and a 512-token prefill's MLP up the same ways.
+// transposed, packed per call and packed ahead; and a 512-token prefill's MLP up the same ways,
+// then packed ahead with and without its GELU epilogue (BERT's at 512 tokens, GPT-2's at 1024
+// with the erf GELU: the epilogue's cost is the difference).
 BENCHMARK(BM_GemmPlain)
-    ->ArgNames({"m", "k", "n", "bias", "mat2"})
-    ->Args({512, 512, 512, 0, 0})
-    ->Args({512, 768, 3072, 1, 0})
-    ->Args({1024, 3072, 768, 1, 0})
-    ->Args({16, 4096, 4096, 0, 0})
-    ->Args({16, 4096, 11008, 0, 0})
-    ->Args({1, 4096, 11008, 0, 0})
-    ->Args({1, 4096, 4096, 0, 0})
-    ->Args({128, 768, 3072, 1, 1})
-    ->Args({128, 768, 3072, 1, 2})
-    ->Args({128, 3072, 768, 1, 1})
-    ->Args({128, 3072, 768, 1, 2})
-    ->Args({128, 768, 2304, 1, 1})
-    ->Args({128, 768, 2304, 1, 2})
-    ->Args({512, 768, 3072, 1, 1})
-    ->Args({512, 768, 3072, 1, 2})
+    ->ArgNames({"m", "k", "n", "bias", "mat2", "gelu"})
+    ->Args({512, 512, 512, 0, 0, 0})
+    ->Args({512, 768, 3072, 1, 0, 0})
+    ->Args({1024, 3072, 768, 1, 0, 0})
+    ->Args({16, 4096, 4096, 0, 0, 0})
+    ->Args({16, 4096, 11008, 0, 0, 0})
+    ->Args({1, 4096, 11008, 0, 0, 0})
+    ->Args({1, 4096, 4096, 0, 0, 0})
+    ->Args({128, 768, 3072, 1, 1, 0})
+    ->Args({128, 768, 3072, 1, 2, 0})
+    ->Args({128, 3072, 768, 1, 1, 0})
+    ->Args({128, 3072, 768, 1, 2, 0})
+    ->Args({128, 768, 2304, 1, 1, 0})
+    ->Args({128, 768, 2304, 1, 2, 0})
+    ->Args({512, 768, 3072, 1, 1, 0})
+    ->Args({512, 768, 3072, 1, 2, 0})
+    ->Args({512, 768, 3072, 1, 2, 1})
+    ->Args({1024, 768, 3072, 1, 2, 0})
+    ->Args({1024, 768, 3072, 1, 2, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

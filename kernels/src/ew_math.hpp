@@ -156,6 +156,10 @@ bool avx512_active();
 /// The AVX-512 versions (ew_math_avx512.cpp); call only when avx512_active(). unary_run_avx512
 /// returns false for the ops it does not cover.
 bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
+/// c[r * ldc + j] = op(c[r * ldc + j]) in place for r < rows, j < cols; false (nothing
+/// written) for the ops it does not cover.
+bool unary_rows_inplace_avx512(EwOp op, float* c, std::int64_t ldc, std::int64_t rows,
+                               std::int64_t cols);
 float exp_shifted_sum_avx512(const float* __restrict x, float shift, float* __restrict d,
                              std::int64_t n);
 void stream_store_avx512(float* __restrict dst, const float* __restrict src, std::int64_t n);
@@ -193,6 +197,9 @@ double run_sum_avx512(const float* x, std::int64_t n);
 /// both gelus, sigmoid, silu) and of softmax's exp-and-sum; call only when the active path is
 /// avx2. unary_run_avx2 returns false for the ops it does not cover.
 bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n);
+/// As unary_rows_inplace_avx512 (relu and the ops unary_run_avx2 covers).
+bool unary_rows_inplace_avx2(EwOp op, float* c, std::int64_t ldc, std::int64_t rows,
+                             std::int64_t cols);
 float exp_shifted_sum_avx2(const float* __restrict x, float shift, float* __restrict d,
                            std::int64_t n);
 void stream_store_avx2(float* __restrict dst, const float* __restrict src, std::int64_t n);
@@ -264,18 +271,9 @@ inline EwOp epilogue_op(Epilogue e) {
   return EwOp::kInput;
 }
 
-/// p[i] = act(p[i]) in place on a contiguous run.
-inline void apply_epilogue(Epilogue e, float* p, std::int64_t n) {
-  if (e == Epilogue::kNone) return;
-  // unary_run takes restrict operands (so it vectorizes without alias checks): go through a
-  // small buffer rather than passing p twice.
-  float tmp[256];
-  for (std::int64_t i = 0; i < n; i += 256) {
-    const std::int64_t len = n - i < 256 ? n - i : 256;
-    std::memcpy(tmp, p + i, static_cast<std::size_t>(len) * sizeof(float));
-    unary_run(epilogue_op(e), tmp, p + i, len);
-  }
-}
+/// c[r * ldc + j] = act(c[r * ldc + j]) in place for r < rows, j < cols: a GEMM's column strip
+/// of a row block in one call (Note [Epilogue strips in one call]).
+void apply_epilogue(Epilogue e, float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols);
 
 }  // namespace ka::kernels::detail
 

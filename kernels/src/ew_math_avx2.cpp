@@ -108,35 +108,39 @@ void map8(const float* __restrict a, float* __restrict d, std::int64_t n, F f) {
 
 }  // namespace
 
-bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
+namespace {
+
+// The instruction-bound unary ops as functions of a vector (false for the others).
+template <class Body>
+bool with_unary(EwOp op, Body body) {
   switch (op) {
     case EwOp::kExp:
-      map8(a, d, n, [](__m256 x) { return exp8(x); });
+      body([](__m256 x) { return exp8(x); });
       return true;
     case EwOp::kTanh:
-      map8(a, d, n, [](__m256 x) { return tanh8(x); });
+      body([](__m256 x) { return tanh8(x); });
       return true;
     case EwOp::kGelu:  // 0.5·x·(1 + erf(x/√2))
-      map8(a, d, n, [](__m256 x) {
+      body([](__m256 x) {
         const __m256 half_x = _mm256_mul_ps(_mm256_set1_ps(0.5F), x);
         const __m256 e = erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752F)));
         return _mm256_fmadd_ps(half_x, e, half_x);
       });
       return true;
     case EwOp::kSigmoid:
-      map8(a, d, n, [](__m256 x) {
+      body([](__m256 x) {
         return over_one_plus_exp(_mm256_set1_ps(1.0F), _mm256_sub_ps(_mm256_setzero_ps(), x));
       });
       return true;
     case EwOp::kSilu:
-      map8(a, d, n, [](__m256 x) {
+      body([](__m256 x) {
         return over_one_plus_exp(x, _mm256_sub_ps(_mm256_setzero_ps(), x));
       });
       return true;
     case EwOp::kGeluTanh:
       // 0.5·x·(1 + tanh(u)) = x / (1 + e^(−2u)), u = √(2/π)·(x + 0.044715·x³), the −2 folded
       // into the constants (as the AVX-512 form).
-      map8(a, d, n, [](__m256 x) {
+      body([](__m256 x) {
         const __m256 x2 = _mm256_mul_ps(x, x);
         const __m256 minus_2u = _mm256_mul_ps(
             x, _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.0F * 0.044715F * 0.79788456080286536F),
@@ -147,6 +151,35 @@ bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std
     default:
       return false;
   }
+}
+
+// In place: d[i] = f(d[i]), each vector loaded before it is stored.
+template <class F>
+void map8_inplace(float* d, std::int64_t n, F f) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, f(_mm256_loadu_ps(d + i)));
+  if (i < n) {
+    const __m256i m = lanes(n - i);
+    _mm256_maskstore_ps(d + i, m, f(_mm256_maskload_ps(d + i, m)));
+  }
+}
+
+}  // namespace
+
+bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
+  return with_unary(op, [&](auto f) { map8(a, d, n, f); });
+}
+
+bool unary_rows_inplace_avx2(EwOp op, float* c, std::int64_t ldc, std::int64_t rows,
+                             std::int64_t cols) {
+  const auto rows_map = [&](auto f) {
+    for (std::int64_t r = 0; r < rows; ++r) map8_inplace(c + r * ldc, cols, f);
+  };
+  if (op == EwOp::kRelu) {  // max(0, x) returns x (the second operand) when x is NaN
+    rows_map([](__m256 x) { return _mm256_max_ps(_mm256_setzero_ps(), x); });
+    return true;
+  }
+  return with_unary(op, rows_map);
 }
 
 float exp_shifted_sum_avx2(const float* __restrict x, float shift, float* __restrict d,

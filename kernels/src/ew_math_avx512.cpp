@@ -233,6 +233,21 @@ bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, s
   return with_unary(op, [&](auto f) { map16(a, d, n, f); });
 }
 
+bool unary_rows_inplace_avx512(EwOp op, float* c, std::int64_t ldc, std::int64_t rows,
+                               std::int64_t cols) {
+  return with_any_unary(op, [&](auto f) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = c + r * ldc;
+      std::int64_t i = 0;
+      for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(row + i, f(_mm512_loadu_ps(row + i)));
+      if (i < cols) {
+        const __mmask16 m = tail_mask(cols - i);
+        _mm512_mask_storeu_ps(row + i, m, f(_mm512_maskz_loadu_ps(m, row + i)));
+      }
+    }
+  });
+}
+
 namespace {
 
 // Another row's finished exponentials streamed out while a row's exps are computed: dst[i] =

@@ -180,7 +180,7 @@ void init_output(float* out, std::int64_t ldc, const detail::BiasView& bias, flo
 // out[i0:i1, j0:j1] = act(out[...]), while the block is still in cache.
 void apply_epilogue(Epilogue e, float* out, std::int64_t ldc, std::int64_t i0, std::int64_t i1,
                     std::int64_t j0, std::int64_t j1) {
-  for (std::int64_t i = i0; i < i1; ++i) detail::apply_epilogue(e, out + i * ldc + j0, j1 - j0);
+  detail::apply_epilogue(e, out + i0 * ldc + j0, ldc, i1 - i0, j1 - j0);
 }
 
 // Rows of A packed per L2 block (MC) of a task `rows` tall whose K blocks are `kb` deep:

@@ -159,6 +159,8 @@ TEST_F(UpperState, Avx2EntryPointsReturnClean) {
   for (const EwOp op : kUnaryOps) {
     expect_clean_after(std::string("unary_run_avx2 ") + to_string(op),
                        [&] { unary_run_avx2(op, b.x, b.out, kN); });
+    expect_clean_after(std::string("unary_rows_inplace_avx2 ") + to_string(op),
+                       [&] { unary_rows_inplace_avx2(op, b.out, 64, 3, 45); });
   }
   expect_clean_after("exp_shifted_sum_avx2", [&] { exp_shifted_sum_avx2(b.x, 1.0F, b.out, kN); });
   expect_clean_after("stream_store_avx2", [&] { stream_store_avx2(b.out, b.x, kN); });
@@ -183,6 +185,8 @@ TEST_F(UpperState, Avx512EntryPointsReturnClean) {
                        [&] { unary_run_avx512(op, b.x, b.out, kN); });
     expect_clean_after(std::string("unary_stream_avx512 ") + to_string(op),
                        [&] { unary_stream_avx512(op, b.x, b.out, kN); });
+    expect_clean_after(std::string("unary_rows_inplace_avx512 ") + to_string(op),
+                       [&] { unary_rows_inplace_avx512(op, b.out, 64, 3, 45); });
   }
   expect_clean_after("binary_stream_avx512",
                      [&] { binary_stream_avx512(EwOp::kAdd, b.x, false, b.y, true, b.out, kN); });
