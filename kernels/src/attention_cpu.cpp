@@ -17,10 +17,10 @@ namespace ka::kernels {
 // Note [Attention in blocks of keys]
 // A query block is one batch entry's block_q queries. It packs those queries once (the
 // GEMM's A packing, kMicroRows rows per sliver), then walks the keys in blocks of block_k:
-//  1. S = mask (or 0) for the block's rows and keys, then S += scale * Q @ Kᵀ by the GEMM's
-//     micro-kernel over Kᵀ's block packed as its B (kc = D): scale and mask cost nothing
-//     beyond the initialisation the micro-kernel's C += needs anyway. A bool fill mask
-//     (masked_fill, or where) then sets its positions to the fill value.
+//  1. S = mask (or 0) + scale * Q @ Kᵀ for the block's rows and keys, by the GEMM's
+//     micro-kernel over Kᵀ's block packed as its B (kc = D), which starts its tiles from the
+//     mask where it is read (Note [Scores start as the mask]). A bool fill mask (masked_fill,
+//     or where) then sets its positions to the fill value.
 //  2. Online softmax per row: m' = max(m, max_j S), P = exp(S − m'), l = l·e^(m−m') + Σ P,
 //     and the row's output accumulator O is scaled by e^(m−m') (skipped when m does not grow).
 //     A row whose scores so far are all -inf keeps m = -inf and adds nothing.
@@ -44,6 +44,16 @@ namespace ka::kernels {
 // again on new data, and its blocks on any threads. There are enough spans per batch entry
 // for four blocks per thread (the pool hands blocks out one at a time), at most one per
 // query block.
+
+// Note [Scores start as the mask]
+// S's tiles start as the mask's (or zeros) and add scale * Q @ Kᵀ. Copying the mask into S and
+// letting the micro-kernel add to it was a pass that wrote S and a second that read it back,
+// per key block; the micro-kernel that sets C (MicroKernelSet) reads the mask's tile in place
+// of C, and zeros without reading anything where there is no mask. It needs the mask's rows
+// contiguous and whole tiles: a tile at the block's edge starts from zeros and adds its part
+// of the mask after; a mask with strided rows, or an ISA without that micro-kernel, copies
+// the block first as before. Whether the block is live (Note [Masked key blocks]) is then a
+// scan that stops at the first finite value.
 
 // Note [P read in rows]
 // P is written once and read once per key block. Packing it as the GEMM's A would write and
@@ -177,26 +187,69 @@ bool fill_negligible(const float* m, std::int64_t rows, float fill) {
   return true;
 }
 
-// S[0:rows, 0:cols] = the mask's block (or zeros), the starting point of step 1. Returns
-// false when every value of the block is -inf (Note [Masked key blocks]).
-bool init_scores(const Operand<float>& mask, std::int64_t i0, std::int64_t j0, std::int64_t rows,
-                 std::int64_t cols, float* s, std::int64_t lds) {
-  bool live = mask.data == nullptr;
+// Whether the mask leaves any score of the block [i0, i0 + rows) x [j0, j0 + cols) finite:
+// false when it is -inf throughout (Note [Masked key blocks]). Stops at the first value that
+// is not -inf (NaN included).
+bool block_live(const Operand<float>& mask, std::int64_t i0, std::int64_t j0, std::int64_t rows,
+                std::int64_t cols) {
+  if (mask.data == nullptr) return true;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* src = mask.data + (i0 + i) * mask.rs + j0 * mask.cs;
+    if (mask.cs == 1) {
+      if (!all_neg_inf(src, cols)) return true;
+      continue;
+    }
+    for (std::int64_t j = 0; j < cols; ++j) {
+      if (!(src[j * mask.cs] == -std::numeric_limits<float>::infinity())) return true;
+    }
+  }
+  return false;
+}
+
+// S[0:rows, 0:cols] (+)= the mask's block [i0, i0 + rows) x [j0, j0 + cols), or = zeros where
+// there is no mask.
+template <bool Add>
+void mask_into(const Operand<float>& mask, std::int64_t i0, std::int64_t j0, std::int64_t rows,
+               std::int64_t cols, float* s, std::int64_t lds) {
   for (std::int64_t i = 0; i < rows; ++i) {
     float* row = s + i * lds;
     if (mask.data == nullptr) {
-      std::fill(row, row + cols, 0.0F);
+      if (!Add) std::fill(row, row + cols, 0.0F);
       continue;
     }
     const float* src = mask.data + (i0 + i) * mask.rs + j0 * mask.cs;
-    if (mask.cs == 1) {
-      std::copy(src, src + cols, row);
-    } else {
-      for (std::int64_t j = 0; j < cols; ++j) row[j] = src[j * mask.cs];
-    }
-    if (!live) live = !all_neg_inf(row, cols);
+    for (std::int64_t j = 0; j < cols; ++j) row[j] = (Add ? row[j] : 0.0F) + src[j * mask.cs];
   }
-  return live;
+}
+
+// Step 1: S[0:rows_pad, 0:cols_pad] = mask (or 0) + scale * Q @ Kᵀ for the key block at j0,
+// Q packed in `a_slivers` slivers and Kᵀ's block in `k_slivers`, both kc = d (Note [Scores
+// start as the mask]). Rows and columns past the block's are never read.
+void compute_scores(const detail::MicroKernelInfo& micro, const Operand<float>& mask,
+                    std::int64_t i0, std::int64_t j0, std::int64_t rows, std::int64_t cols,
+                    std::int64_t d, const float* qp, std::int64_t a_slivers, const float* kp,
+                    std::int64_t k_slivers, float* s, std::int64_t lds, float scale) {
+  const std::int64_t nr = micro.cols;
+  if (micro.fn_set == nullptr || (mask.data != nullptr && mask.cs != 1)) {
+    mask_into<false>(mask, i0, j0, rows, cols, s, lds);
+    multiply(micro, d, {qp, 0}, a_slivers, kp, k_slivers, s, lds, scale);
+    return;
+  }
+  for (std::int64_t t = 0; t < k_slivers; ++t) {
+    for (std::int64_t v = 0; v < a_slivers; ++v) {
+      float* c = s + v * kMr * lds + t * nr;
+      const std::int64_t tile_rows = std::min(kMr, rows - v * kMr);
+      const std::int64_t tile_cols = std::min(nr, cols - t * nr);
+      const bool whole = tile_rows == kMr && tile_cols == nr;
+      const float* c0 = mask.data != nullptr && whole
+                            ? mask.data + (i0 + v * kMr) * mask.rs + j0 + t * nr
+                            : nullptr;
+      micro.fn_set(d, qp + v * kMr * d, kp + t * nr * d, c, lds, scale, c0, mask.rs);
+      if (!whole) {
+        mask_into<true>(mask, i0 + v * kMr, j0 + t * nr, tile_rows, tile_cols, c, lds);
+      }
+    }
+  }
 }
 
 // Step 2 for `rows` rows of S (cols keys): P = exp(S − m'), updating m, l and O's rows.
@@ -300,7 +353,7 @@ void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int6
   const auto key_block = [&](std::int64_t j0) {
     const std::int64_t cols = std::min(job.block_k, job.sk - j0);
     const std::int64_t k_slivers = ceil_div(cols, nr);
-    if (!init_scores(op.mask, i0, j0, rows, cols, s, lds)) return;
+    if (!block_live(op.mask, i0, j0, rows, cols)) return;
     const std::int64_t kb = j0 / job.block_k;
     float* kp = kp_all + kb * job.d * lds;
     float* vp = vp_all + kb * job.block_k * ldo;
@@ -309,12 +362,23 @@ void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int6
       micro.pack_b(op.v.data, op.v.rs, op.v.cs, j0, cols, 0, job.dv, nr, vp);
       sc.packed[static_cast<std::size_t>(kb)] = 1;
     }
-    multiply(micro, job.d, {qp, 0}, a_slivers, kp, k_slivers, s, lds, a.scale);
+    compute_scores(micro, op.mask, i0, j0, rows, cols, job.d, qp, a_slivers, kp, k_slivers, s,
+                   lds, a.scale);
     if (op.fill.data != nullptr) {
       apply_fill(op.fill, a.fill_where_false, a.fill_value, i0, j0, rows, cols, s, lds);
     }
     online_softmax(s, lds, rows, cols, p, ldp, m, l, o, ldo, job.dv);
-    if (micro.fn_row_a != nullptr) {  // Note [P read in rows]
+    if (micro.fn_row_a != nullptr) {  // Note [Scores start as the mask]
+// S's tiles start as the mask's (or zeros) and add scale * Q @ Kᵀ. Copying the mask into S and
+// letting the micro-kernel add to it was a pass that wrote S and a second that read it back,
+// per key block; the micro-kernel that sets C (MicroKernelSet) reads the mask's tile in place
+// of C, and zeros without reading anything where there is no mask. It needs the mask's rows
+// contiguous and whole tiles: a tile at the block's edge starts from zeros and adds its part
+// of the mask after; a mask with strided rows, or an ISA without that micro-kernel, copies
+// the block first as before. Whether the block is live (Note [Masked key blocks]) is then a
+// scan that stops at the first finite value.
+
+// Note [P read in rows]
       multiply(micro, cols, {p, ldp}, a_slivers, vp, dv_slivers, o, ldo, 1.0F);
     } else {
       micro.pack_a(p, ldp, 1, 0, rows, 0, cols, pp);

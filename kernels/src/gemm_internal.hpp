@@ -28,6 +28,14 @@ using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, fl
 using MicroKernelRowA = void (*)(std::int64_t kc, const float* a, std::int64_t lda,
                                  const float* b, float* c, std::int64_t ldc, float alpha);
 
+/// C[kMicroRows x nr] = alpha * A_packed * B_packed + C0, C0's rows ldc0 apart (0: one row
+/// broadcast), or + 0 when c0 is null: C is written, never read. For a product whose C
+/// starts as another matrix (attention's scores start as the mask: Note [Scores start as
+/// the mask]), without a pass that copies it into C first.
+using MicroKernelSet = void (*)(std::int64_t kc, const float* a, const float* b, float* c,
+                                std::int64_t ldc, float alpha, const float* c0,
+                                std::int64_t ldc0);
+
 // Note [Edge micro-tiles]
 // A task whose rows are not a multiple of kMicroRows ends in a short A sliver (BERT's 128
 // tokens: 21 slivers of 6 and one of 2), and one whose columns are not a multiple of nr in a
@@ -91,6 +99,7 @@ struct MicroKernelInfo {
   PackB pack_b;
   SkinnyColumns skinny;     ///< B row-major
   SkinnyColumns skinny_dot;  ///< B transposed (Note [Skinny dot products])
+  MicroKernelSet fn_set;     ///< null: C is set first, then fn adds to it
 };
 
 /// An ISA's micro-kernel `cols` wide (the tunable micro_n); 0 gives the ISA's default width

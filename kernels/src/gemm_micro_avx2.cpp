@@ -21,12 +21,14 @@ inline __m256i lanes(std::int64_t n) {
 // R x 16 floats of C, the first `cols` columns of them when Masked (Note [Edge micro-tiles]):
 // 2R ymm accumulators. A is packed, or with RowA R rows of a row-major matrix lda apart
 // (MicroKernelRowA).
-template <int R, bool Masked, bool RowA = false>
+// With Set, C = alpha * A @ B + C0 (zeros where c0 is null; MicroKernelSet) and C is not read.
+template <int R, bool Masked, bool RowA = false, bool Set = false>
 inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c,
-                       std::int64_t ldc, float alpha, std::int64_t cols, std::int64_t lda = 0) {
+                       std::int64_t ldc, float alpha, std::int64_t cols, std::int64_t lda = 0,
+                       const float* c0 = nullptr, std::int64_t ldc0 = 0) {
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
   // the K loop runs (every line of a row, aligned or not).
-  for (int r = 0; r < R; ++r) {
+  for (int r = 0; r < R && !Set; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
   }
@@ -57,6 +59,12 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
       _mm256_maskstore_ps(row, m0, _mm256_fmadd_ps(va, acc[r][0], _mm256_maskload_ps(row, m0)));
       _mm256_maskstore_ps(row + 8, m1,
                           _mm256_fmadd_ps(va, acc[r][1], _mm256_maskload_ps(row + 8, m1)));
+    } else if constexpr (Set) {
+      const float* start = c0 == nullptr ? nullptr : c0 + r * ldc0;
+      const __m256 s0 = start == nullptr ? _mm256_setzero_ps() : _mm256_loadu_ps(start);
+      const __m256 s1 = start == nullptr ? _mm256_setzero_ps() : _mm256_loadu_ps(start + 8);
+      _mm256_storeu_ps(row, _mm256_fmadd_ps(va, acc[r][0], s0));
+      _mm256_storeu_ps(row + 8, _mm256_fmadd_ps(va, acc[r][1], s1));
     } else {
       _mm256_storeu_ps(row, _mm256_fmadd_ps(va, acc[r][0], _mm256_loadu_ps(row)));
       _mm256_storeu_ps(row + 8, _mm256_fmadd_ps(va, acc[r][1], _mm256_loadu_ps(row + 8)));
@@ -72,6 +80,11 @@ void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::
 void micro_6x16_row_a(std::int64_t kc, const float* a, std::int64_t lda, const float* b,
                       float* c, std::int64_t ldc, float alpha) {
   micro_tile<kMicroRows, false, true>(kc, a, b, c, ldc, alpha, 16, lda);
+}
+
+void micro_6x16_set(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+                    float alpha, const float* c0, std::int64_t ldc0) {
+  micro_tile<kMicroRows, false, false, true>(kc, a, b, c, ldc, alpha, 16, 0, c0, ldc0);
 }
 
 void micro_edge(int rows, std::int64_t cols, std::int64_t kc, const float* a, const float* b,
@@ -224,10 +237,11 @@ void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
 
 MicroKernelInfo micro_kernel_avx2(int cols) {
   if (cols != 0 && cols != 16) {
-    return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   }
   return {"avx2", 16, &micro_6x16, &micro_edge, &micro_6x16_row_a,
-          &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2, &skinny_dot_avx2};
+          &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2, &skinny_dot_avx2,
+          &micro_6x16_set};
 }
 
 }  // namespace ka::kernels::detail

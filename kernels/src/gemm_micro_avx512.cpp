@@ -21,13 +21,15 @@ inline __mmask16 lanes(std::int64_t n) {
 // 22 of 32 registers). Wider tiles load fewer B vectors per FMA but need more columns to
 // fill; the tunable micro_n picks one per shape. A is packed, or with RowA R rows of a
 // row-major matrix lda apart (MicroKernelRowA).
-template <int R, int V, bool Masked, bool RowA = false>
+// With Set, C = alpha * A @ B + C0 (zeros where c0 is null; MicroKernelSet) and C is not read.
+template <int R, int V, bool Masked, bool RowA = false, bool Set = false>
 inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c,
-                       std::int64_t ldc, float alpha, std::int64_t cols, std::int64_t lda = 0) {
+                       std::int64_t ldc, float alpha, std::int64_t cols, std::int64_t lda = 0,
+                       const float* c0 = nullptr, std::int64_t ldc0 = 0) {
   constexpr int kWidth = 16 * V;
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
   // the K loop runs (every line of a row, aligned or not).
-  for (int r = 0; r < R; ++r) {
+  for (int r = 0; r < R && !Set; ++r) {
     for (int v = 0; v < V; ++v) {
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_T0);
     }
@@ -57,6 +59,10 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
         const __mmask16 m = lanes(cols - 16 * v);
         const __m512 old = _mm512_maskz_loadu_ps(m, row + 16 * v);
         _mm512_mask_storeu_ps(row + 16 * v, m, _mm512_fmadd_ps(va, acc[r][v], old));
+      } else if constexpr (Set) {
+        const __m512 start =
+            c0 == nullptr ? _mm512_setzero_ps() : _mm512_loadu_ps(c0 + r * ldc0 + 16 * v);
+        _mm512_storeu_ps(row + 16 * v, _mm512_fmadd_ps(va, acc[r][v], start));
       } else {
         _mm512_storeu_ps(row + 16 * v,
                          _mm512_fmadd_ps(va, acc[r][v], _mm512_loadu_ps(row + 16 * v)));
@@ -75,6 +81,12 @@ template <int V>
 void micro_6xv_row_a(std::int64_t kc, const float* a, std::int64_t lda, const float* b, float* c,
                      std::int64_t ldc, float alpha) {
   micro_tile<kMicroRows, V, false, true>(kc, a, b, c, ldc, alpha, 16 * V, lda);
+}
+
+template <int V>
+void micro_6xv_set(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+                   float alpha, const float* c0, std::int64_t ldc0) {
+  micro_tile<kMicroRows, V, false, false, true>(kc, a, b, c, ldc, alpha, 16 * V, 0, c0, ldc0);
 }
 
 template <int V>
@@ -121,7 +133,8 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
 template <int V>
 MicroKernelInfo with_width() {
   return {"avx512", 16 * V, &micro_6xv<V>, &micro_edge<V>, &micro_6xv_row_a<V>,
-          &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512, &skinny_dot_avx512};
+          &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512, &skinny_dot_avx512,
+          &micro_6xv_set<V>};
 }
 
 }  // namespace
@@ -132,7 +145,9 @@ MicroKernelInfo micro_kernel_avx512(int cols) {
     case 0:
     case 32: return with_width<2>();
     case 48: return with_width<3>();
-    default: return {"avx512", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    default:
+      return {"avx512", cols, nullptr, nullptr, nullptr, nullptr,
+              nullptr,  nullptr, nullptr, nullptr};
   }
 }
 

@@ -130,7 +130,16 @@ void check_gemm(const MicroKernelInfo& mk) {
   std::vector<float> bp(static_cast<std::size_t>(nr * kc + kPackSlack), 0.5F);
   std::vector<float> c(static_cast<std::size_t>(kMicroRows * nr), 0.0F);
   std::vector<float> src(static_cast<std::size_t>(64 * 64), 0.125F);
-  expect_clean_after(isa + " micro-kernel", [&] { mk.fn(kc, a.data(), bp.data(), c.data(), nr, 1.0F); });
+  expect_clean_after(isa + " micro-kernel",
+                     [&] { mk.fn(kc, a.data(), bp.data(), c.data(), nr, 1.0F); });
+  if (mk.fn_set != nullptr) {
+    const float* starts[] = {nullptr, src.data()};
+    for (const float* c0 : starts) {
+      expect_clean_after(isa + " set micro-kernel", [&] {
+        mk.fn_set(kc, a.data(), bp.data(), c.data(), nr, 1.0F, c0, 64);
+      });
+    }
+  }
   if (mk.edge != nullptr) {
     expect_clean_after(isa + " edge micro-kernel",
                        [&] { mk.edge(3, nr - 1, kc, a.data(), bp.data(), c.data(), nr, 1.0F); });
@@ -209,7 +218,8 @@ TEST_F(UpperState, Avx512EntryPointsReturnClean) {
       layer_norm_row_avx512(b.x, b.y, b.y, b.out, kN, 1e-5F, stream, NextRow{b.y});
     });
   }
-  expect_clean_after("softmax_row_avx512", [&] { softmax_row_avx512(b.x, b.out, kN, NextRow{b.y}); });
+  expect_clean_after("softmax_row_avx512",
+                     [&] { softmax_row_avx512(b.x, b.out, kN, NextRow{b.y}); });
   SoftmaxPending pending;
   expect_clean_after("softmax_row_streamed_avx512", [&] {
     softmax_row_streamed_avx512(b.x, b.out, 192, b.exps, pending, NextRow{});
