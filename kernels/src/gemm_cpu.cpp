@@ -41,8 +41,8 @@ namespace ka::kernels {
 // The output is first set to beta * bias (or 0), then every K block adds alpha * A_block *
 // B_block; the micro-kernels prefetch their C tile when they start, as its rows are far
 // apart and were last touched a whole K block ago.
-// The epilogue (an activation) runs on each column strip of a row block right after the last
-// K block has finished it, while it is in cache; a bmm is the same tasks with the batch index
+// The epilogue (an activation) runs on each micro-tile right after the last K block has
+// finished it (Note [Epilogue per micro-tile]); a bmm is the same tasks with the batch index
 // as the outermost part of the block number (grid = batch x tasks), operands offset by the
 // batch strides. The job (TileJob/SkinnyJob) holds raw operands, so a prepared CpuLaunch
 // does not refer to the AddmmArgs.
@@ -211,6 +211,13 @@ void prefetch_share(const float* sliver, std::int64_t sliver_floats, std::int64_
   }
 }
 
+// Note [Epilogue per micro-tile]
+// A micro-tile's rows are ldc apart, and a column strip's many rows at a stride of a multiple
+// of 4 KiB (N = 768, 3072, 4096 floats) fall in the same few L1 sets: applied to a whole strip
+// after its last micro-tile, the activation read most of it back from L2. Applied to each
+// micro-tile as the micro-kernel stores it, it reads what is still in L1, for one call per
+// kMicroRows x nr floats.
+
 // out[i0 : i0 + rows_total, j0 : j0 + cols_total] += alpha * (packed A block) * (packed B
 // panel), K blocks of kb; the activation follows on the last K block. `after_panel`: the B
 // sliver read after the panel's last one (the next K block's first), or null.
@@ -247,11 +254,11 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
           for (std::int64_t j = 0; j < cols; ++j) c[r * ldc + j] += buffer[r * nr + j];
         }
       }
-    }
-    // This column strip of the row block is final: apply the activation while it is in cache.
-    if (last_k && job.epilogue != Epilogue::kNone) {
-      apply_epilogue(job.epilogue, out, ldc, i0, i0 + rows_total, j0 + js * nr,
-                     j0 + js * nr + cols);
+      // This micro-tile is final: apply the activation while it is in L1 (Note [Epilogue
+      // per micro-tile]).
+      if (last_k && job.epilogue != Epilogue::kNone) {
+        detail::apply_epilogue(job.epilogue, c, ldc, rows, cols);
+      }
     }
   }
 }
