@@ -218,12 +218,25 @@ void prefetch_share(const float* sliver, std::int64_t sliver_floats, std::int64_
 // micro-tile as the micro-kernel stores it, it reads what is still in L1, for one call per
 // kMicroRows x nr floats.
 
+// Note [C set by the first K block]
+// The output used to start as beta * bias (or zeros) in a pass over the tile, which the first K
+// block's micro-kernels then read back. Where the micro-kernel that sets C exists
+// (MicroKernelSet) and the start is a plain row of bias (beta 1, unit column stride) or zeros,
+// the first K block sets each whole micro-tile itself, reading the bias in place of C; an
+// edge micro-tile is set by init_output just before its own first product.
+bool first_k_sets_c(const TileJob& job) {
+  return job.micro.fn_set != nullptr &&
+         (job.bias.data == nullptr || (job.beta == 1.0F && job.bias.col_stride == 1));
+}
+
 // out[i0 : i0 + rows_total, j0 : j0 + cols_total] += alpha * (packed A block) * (packed B
-// panel), K blocks of kb; the activation follows on the last K block. `after_panel`: the B
-// sliver read after the panel's last one (the next K block's first), or null.
+// panel), K blocks of kb, or with `set_c` (the first K block: Note [C set by the first K
+// block]) = beta * bias (or 0) + that; the activation follows on the last K block.
+// `after_panel`: the B sliver read after the panel's last one (the next K block's first), or
+// null.
 void multiply_block(const TileJob& job, const float* ap_block, const float* bp_panel,
                     std::int64_t kb, float* out, std::int64_t i0, std::int64_t rows_total,
-                    std::int64_t j0, std::int64_t cols_total, bool last_k,
+                    std::int64_t j0, std::int64_t cols_total, bool set_c, bool last_k,
                     const float* after_panel) {
   const std::int64_t mr = detail::kMicroRows;
   const std::int64_t nr = job.micro.cols;
@@ -242,8 +255,17 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
       const std::int64_t rows = std::min(mr, rows_total - is * mr);
       const float* ap = ap_block + is * mr * kb;
       if (next != nullptr) prefetch_share(next, nr * kb, is, a_slivers);
-      float* c = out + (i0 + is * mr) * ldc + j0 + js * nr;
-      if (rows == mr && cols == nr) {
+      const std::int64_t ci = i0 + is * mr;
+      const std::int64_t cj = j0 + js * nr;
+      float* c = out + ci * ldc + cj;
+      const bool whole = rows == mr && cols == nr;
+      if (set_c && !whole) init_output(out, ldc, job.bias, job.beta, ci, ci + rows, cj, cj + cols);
+      if (whole && set_c) {
+        const float* bias = job.bias.data == nullptr
+                                ? nullptr
+                                : job.bias.data + ci * job.bias.row_stride + cj;
+        job.micro.fn_set(kb, ap, bp, c, ldc, job.alpha, bias, job.bias.row_stride);
+      } else if (whole) {
         job.micro.fn(kb, ap, bp, c, ldc, job.alpha);
       } else if (job.micro.edge != nullptr) {  // Note [Edge micro-tiles]
         job.micro.edge(static_cast<int>(rows), cols, kb, ap, bp, c, ldc, job.alpha);
@@ -275,8 +297,10 @@ void run_tile(const TileJob& job, std::int64_t block) {
   float* out = job.c + batch * job.c_bs;
   const std::int64_t ldc = job.ldc;
 
-  // Output starts as beta * bias (or zero); the K blocks accumulate onto it.
-  init_output(out, ldc, job.bias, job.beta, i0, i0 + mb, j0, j0 + nb);
+  // Output starts as beta * bias (or zero); the K blocks accumulate onto it. The first K
+  // block sets it where it can (Note [C set by the first K block]).
+  const bool set_c = job.shape.k > 0 && first_k_sets_c(job);
+  if (!set_c) init_output(out, ldc, job.bias, job.beta, i0, i0 + mb, j0, j0 + nb);
   if (job.shape.k == 0) {
     if (job.epilogue != Epilogue::kNone) {
       apply_epilogue(job.epilogue, out, ldc, i0, i0 + mb, j0, j0 + nb);
@@ -311,8 +335,8 @@ void run_tile(const TileJob& job, std::int64_t block) {
     for (std::int64_t ib = 0; ib < mb; ib += mc) {
       const std::int64_t rows = std::min(mc, mb - ib);
       job.micro.pack_a(a, job.a_rs, job.a_cs, i0 + ib, rows, k0, kb, buf.a.data());
-      multiply_block(job, buf.a.data(), bp, kb, out, i0 + ib, rows, j0, nb, last_k,
-                     ib + mc >= mb ? after_panel : bp);
+      multiply_block(job, buf.a.data(), bp, kb, out, i0 + ib, rows, j0, nb, set_c && k0 == 0,
+                     last_k, ib + mc >= mb ? after_panel : bp);
     }
   }
 }
