@@ -77,13 +77,16 @@ std::string core_isa_family(const std::string& library, const std::string& core)
                        [&core](const char* n) { return strcasecmp(core.c_str(), n) == 0; });
   };
   if (library == kImplOneDnn) {
+    // oneDNN 3's AVX10 levels (avx10_1_512, avx10_2_512_amx_2) are AVX-512 with new names; a
+    // prefix test alone would class them "avx".
+    if (core.rfind("avx10", 0) == 0) return "avx512";
     for (const char* family : {"avx512", "avx2", "avx", "sse"}) {
       if (core.rfind(family, 0) == 0) return family;
     }
     return "";
   }
   if (library == kImplBlis) {
-    if (in({"skx", "knl", "zen4"})) return "avx512";
+    if (in({"skx", "knl", "zen4", "zen5"})) return "avx512";
     if (in({"haswell", "zen", "zen2", "zen3"})) return "avx2";
     if (in({"sandybridge", "bulldozer", "piledriver", "steamroller", "excavator"})) return "avx";
     if (in({"penryn", "generic"})) return "sse";

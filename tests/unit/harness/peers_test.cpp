@@ -133,6 +133,9 @@ TEST(OlderKernels, AFallbackIsNamedWithWhatSelectsTheCpusOwn) {
   EXPECT_EQ(older_kernels_warning("openblas", "Haswell", "avx2"), "");
   EXPECT_EQ(older_kernels_warning("openblas", "Cooperlake", "avx512"), "");
   EXPECT_EQ(older_kernels_warning("onednn", "avx512_core_bf16", "avx512"), "");
+  EXPECT_EQ(core_isa_family("onednn", "avx10_1_512_amx"), "avx512");  // oneDNN 3's names
+  EXPECT_EQ(older_kernels_warning("onednn", "avx10_2_512", "avx512"), "");
+  EXPECT_EQ(older_kernels_warning("blis", "zen5", "avx512"), "");  // BLIS 1.x
   EXPECT_EQ(older_kernels_warning("openblas", "Prescott", "sse4.2"), "");
   EXPECT_EQ(older_kernels_warning("openblas", "SomeFutureCore", "avx512"), "");
 }
