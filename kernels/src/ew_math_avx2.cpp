@@ -96,8 +96,9 @@ inline __m256i lanes(std::int64_t left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// d[i] = f(a[i]); d may be a (each vector is loaded before it is stored).
 template <class F>
-void map8(const float* __restrict a, float* __restrict d, std::int64_t n, F f) {
+void map8(const float* a, float* d, std::int64_t n, F f) {
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, f(_mm256_loadu_ps(a + i)));
   if (i < n) {
@@ -153,17 +154,6 @@ bool with_unary(EwOp op, Body body) {
   }
 }
 
-// In place: d[i] = f(d[i]), each vector loaded before it is stored.
-template <class F>
-void map8_inplace(float* d, std::int64_t n, F f) {
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, f(_mm256_loadu_ps(d + i)));
-  if (i < n) {
-    const __m256i m = lanes(n - i);
-    _mm256_maskstore_ps(d + i, m, f(_mm256_maskload_ps(d + i, m)));
-  }
-}
-
 }  // namespace
 
 bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std::int64_t n) {
@@ -173,7 +163,7 @@ bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std
 bool unary_rows_inplace_avx2(EwOp op, float* c, std::int64_t ldc, std::int64_t rows,
                              std::int64_t cols) {
   const auto rows_map = [&](auto f) {
-    for (std::int64_t r = 0; r < rows; ++r) map8_inplace(c + r * ldc, cols, f);
+    for (std::int64_t r = 0; r < rows; ++r) map8(c + r * ldc, c + r * ldc, cols, f);
   };
   if (op == EwOp::kRelu) {  // max(0, x) returns x (the second operand) when x is NaN
     rows_map([](__m256 x) { return _mm256_max_ps(_mm256_setzero_ps(), x); });

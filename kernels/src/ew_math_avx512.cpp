@@ -122,8 +122,9 @@ inline __m512 tanh16(__m512 x) {
                               small);
 }
 
+// d[i] = f(a[i]); d may be a (each vector is loaded before it is stored).
 template <class F>
-void map16(const float* __restrict a, float* __restrict d, std::int64_t n, F f) {
+void map16(const float* a, float* d, std::int64_t n, F f) {
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, f(_mm512_loadu_ps(a + i)));
   if (i < n) {
@@ -236,15 +237,7 @@ bool unary_run_avx512(EwOp op, const float* __restrict a, float* __restrict d, s
 bool unary_rows_inplace_avx512(EwOp op, float* c, std::int64_t ldc, std::int64_t rows,
                                std::int64_t cols) {
   return with_any_unary(op, [&](auto f) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* row = c + r * ldc;
-      std::int64_t i = 0;
-      for (; i + 16 <= cols; i += 16) _mm512_storeu_ps(row + i, f(_mm512_loadu_ps(row + i)));
-      if (i < cols) {
-        const __mmask16 m = tail_mask(cols - i);
-        _mm512_mask_storeu_ps(row + i, m, f(_mm512_maskz_loadu_ps(m, row + i)));
-      }
-    }
+    for (std::int64_t r = 0; r < rows; ++r) map16(c + r * ldc, c + r * ldc, cols, f);
   });
 }
 
