@@ -55,6 +55,12 @@ namespace ka::kernels {
 // the block first as before. Whether the block is live (Note [Masked key blocks]) is then a
 // scan that stops at the first finite value.
 
+// Note [One softmax call per block]
+// Step 2 per row is a max, an exp-and-sum and a rescale of O: through the element-wise entry
+// points, four calls and their dispatch per row, a fifth of the work at 256 keys. On the
+// AVX-512 path one call takes the block's rows (online_softmax_rows_avx512); the other paths
+// keep the calls per row.
+
 // Note [P read in rows]
 // P is written once and read once per key block. Packing it as the GEMM's A would write and
 // read it a second time, so where the ISA has one, a micro-kernel that reads A's rows where
@@ -256,6 +262,10 @@ void compute_scores(const detail::MicroKernelInfo& micro, const Operand<float>& 
 void online_softmax(const float* s, std::int64_t lds, std::int64_t rows, std::int64_t cols,
                     float* p, std::int64_t ldp, float* m, float* l, float* o, std::int64_t ldo,
                     std::int64_t dv) {
+  if (detail::avx512_active()) {  // the same in one call (Note [One softmax call per block])
+    detail::online_softmax_rows_avx512(s, lds, rows, cols, p, ldp, m, l, o, ldo, dv);
+    return;
+  }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < rows; ++i) {
     const float* srow = s + i * lds;
@@ -377,6 +387,12 @@ void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int6
 // of the mask after; a mask with strided rows, or an ISA without that micro-kernel, copies
 // the block first as before. Whether the block is live (Note [Masked key blocks]) is then a
 // scan that stops at the first finite value.
+
+// Note [One softmax call per block]
+// Step 2 per row is a max, an exp-and-sum and a rescale of O: through the element-wise entry
+// points, four calls and their dispatch per row, a fifth of the work at 256 keys. On the
+// AVX-512 path one call takes the block's rows (online_softmax_rows_avx512); the other paths
+// keep the calls per row.
 
 // Note [P read in rows]
       multiply(micro, cols, {p, ldp}, a_slivers, vp, dv_slivers, o, ldo, 1.0F);

@@ -235,6 +235,13 @@ void softmax_row_streamed_avx512(const float* x, float* out, std::int64_t n, flo
                                  SoftmaxPending& pending, NextRow next);
 /// Streams the pending row out (nothing when there is none).
 void softmax_flush_avx512(SoftmaxPending& pending, std::int64_t n);
+/// Fused attention's online-softmax step (Note [Attention in blocks of keys]) for `rows` rows
+/// of scores s (cols keys each, rows lds apart): m' = max(m, max_j s), p = e^(s − m'),
+/// l = l·e^(m − m') + Σ p, and the row of o (dv floats) scaled by e^(m − m') where m grows; a
+/// row whose scores so far are all -inf gets p = 0 and keeps m = -inf. One call per key block.
+void online_softmax_rows_avx512(const float* s, std::int64_t lds, std::int64_t rows,
+                                std::int64_t cols, float* p, std::int64_t ldp, float* m, float* l,
+                                float* o, std::int64_t ldo, std::int64_t dv);
 
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);

@@ -519,6 +519,31 @@ void scale_row(const float* e, float inv, float* out, std::int64_t n, bool strea
 
 }  // namespace
 
+void online_softmax_rows_avx512(const float* s, std::int64_t lds, std::int64_t rows,
+                                std::int64_t cols, float* p, std::int64_t ldp, float* m, float* l,
+                                float* o, std::int64_t ldo, std::int64_t dv) {
+  const CleanUpperOnReturn clean;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* srow = s + i * lds;
+    float* prow = p + i * ldp;
+    const float m_new = std::max(m[i], row_max(srow, cols));
+    if (m_new == -HUGE_VALF) {  // every score so far is -inf: nothing to add yet
+      std::fill(prow, prow + cols, 0.0F);
+      continue;
+    }
+    const float sum = exp_store_sum(srow, _mm512_set1_ps(m_new), prow, cols, {});
+    if (m_new != m[i]) {
+      // e^(m − m'), 0 on the row's first finite block (m = -inf).
+      const __m512 c = exp16<true>(_mm512_set1_ps(m[i] - m_new));
+      float* orow = o + i * ldo;
+      map16(orow, orow, dv, [c](__m512 x) { return _mm512_mul_ps(x, c); });
+      l[i] *= _mm512_cvtss_f32(c);
+    }
+    l[i] += sum;
+    m[i] = m_new;
+  }
+}
+
 void softmax_row_avx512(const float* x, float* out, std::int64_t n, NextRow next) {
   const double sum = row_exp_sum(x, out, n, next, nullptr);
   scale_row(out, static_cast<float>(1.0 / sum), out, n, false);

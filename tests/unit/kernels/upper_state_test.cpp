@@ -16,6 +16,7 @@
 
 #include <cpuid.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -225,6 +226,11 @@ TEST_F(UpperState, Avx512EntryPointsReturnClean) {
     softmax_row_streamed_avx512(b.x, b.out, 192, b.exps, pending, NextRow{});
   });
   expect_clean_after("softmax_flush_avx512", [&] { softmax_flush_avx512(pending, 192); });
+  float m[3] = {-HUGE_VALF, 0.5F, 9.0F};
+  float l[3] = {0.0F, 1.0F, 1.0F};
+  expect_clean_after("online_softmax_rows_avx512", [&] {
+    online_softmax_rows_avx512(b.x, 64, 3, 45, b.out, 64, m, l, b.exps, 64, 40);
+  });
   stream_fence();
   for (const std::int64_t w : {16, 32, 48}) {
     const MicroKernelInfo mk = micro_kernel_avx512(static_cast<int>(w));
