@@ -8,7 +8,6 @@
 #include <ka/kernels/attention.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -23,7 +22,8 @@ namespace ka::kernels {
 //     or where) then sets its positions to the fill value.
 //  2. Online softmax per row: m' = max(m, max_j S), P = exp(S − m'), l = l·e^(m−m') + Σ P,
 //     and the row's output accumulator O is scaled by e^(m−m') (skipped when m does not grow).
-//     A row whose scores so far are all -inf keeps m = -inf and adds nothing.
+//     A row whose scores so far are all -inf keeps m = -inf and adds nothing. One call for
+//     the block's rows (detail::online_softmax_rows, Note [One softmax call per block]).
 //  3. O += P @ V by the micro-kernel, P as A (kc = the block's keys; Note [P read in rows]),
 //     V's block packed as B.
 // After the last key block, out = O / l. The scores never exist beyond one block_q x block_k
@@ -54,12 +54,6 @@ namespace ka::kernels {
 // of the mask after; a mask with strided rows, or an ISA without that micro-kernel, copies
 // the block first as before. Whether the block is live (Note [Masked key blocks]) is then a
 // scan that stops at the first finite value.
-
-// Note [One softmax call per block]
-// Step 2 per row is a max, an exp-and-sum and a rescale of O: through the element-wise entry
-// points, four calls and their dispatch per row, a fifth of the work at 256 keys. On the
-// AVX-512 path one call takes the block's rows (online_softmax_rows_avx512); the other paths
-// keep the calls per row.
 
 // Note [P read in rows]
 // P is written once and read once per key block. Packing it as the GEMM's A would write and
@@ -258,34 +252,6 @@ void compute_scores(const detail::MicroKernelInfo& micro, const Operand<float>& 
   }
 }
 
-// Step 2 for `rows` rows of S (cols keys): P = exp(S − m'), updating m, l and O's rows.
-void online_softmax(const float* s, std::int64_t lds, std::int64_t rows, std::int64_t cols,
-                    float* p, std::int64_t ldp, float* m, float* l, float* o, std::int64_t ldo,
-                    std::int64_t dv) {
-  if (detail::avx512_active()) {  // the same in one call (Note [One softmax call per block])
-    detail::online_softmax_rows_avx512(s, lds, rows, cols, p, ldp, m, l, o, ldo, dv);
-    return;
-  }
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const float* srow = s + i * lds;
-    float* prow = p + i * ldp;
-    const float m_new = std::max(m[i], detail::lane_max(srow, cols));
-    if (m_new == kNegInf) {  // every score so far is -inf: nothing to add yet
-      std::fill(prow, prow + cols, 0.0F);
-      continue;
-    }
-    const float sum = detail::exp_shifted_sum(srow, m_new, prow, cols);
-    if (m_new != m[i]) {
-      const float c = std::exp(m[i] - m_new);  // 0 on the first finite block
-      detail::scale_inplace(o + i * ldo, c, dv);
-      l[i] *= c;
-    }
-    l[i] += sum;
-    m[i] = m_new;
-  }
-}
-
 // The offset of batch entry `b` (row-major over t's leading dims) in `t`.
 std::int64_t batch_offset(std::int64_t b, const TensorView& t) {
   std::int64_t off = 0;
@@ -377,7 +343,7 @@ void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int6
     if (op.fill.data != nullptr) {
       apply_fill(op.fill, a.fill_where_false, a.fill_value, i0, j0, rows, cols, s, lds);
     }
-    online_softmax(s, lds, rows, cols, p, ldp, m, l, o, ldo, job.dv);
+    detail::online_softmax_rows(s, lds, rows, cols, p, ldp, m, l, o, ldo, job.dv);
     if (micro.fn_row_a != nullptr) {  // Note [Scores start as the mask]
 // S's tiles start as the mask's (or zeros) and add scale * Q @ Kᵀ. Copying the mask into S and
 // letting the micro-kernel add to it was a pass that wrote S and a second that read it back,
@@ -387,12 +353,6 @@ void run_query_block(const AttentionJob& job, const EntryOperands& op, std::int6
 // of the mask after; a mask with strided rows, or an ISA without that micro-kernel, copies
 // the block first as before. Whether the block is live (Note [Masked key blocks]) is then a
 // scan that stops at the first finite value.
-
-// Note [One softmax call per block]
-// Step 2 per row is a max, an exp-and-sum and a rescale of O: through the element-wise entry
-// points, four calls and their dispatch per row, a fifth of the work at 256 keys. On the
-// AVX-512 path one call takes the block's rows (online_softmax_rows_avx512); the other paths
-// keep the calls per row.
 
 // Note [P read in rows]
       multiply(micro, cols, {p, ldp}, a_slivers, vp, dv_slivers, o, ldo, 1.0F);

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -105,6 +106,38 @@ void apply_epilogue(Epilogue e, float* c, std::int64_t ldc, std::int64_t rows, s
       std::memcpy(tmp, row + i, static_cast<std::size_t>(len) * sizeof(float));
       unary_run(op, tmp, row + i, len);
     }
+  }
+}
+
+void online_softmax_rows(const float* s, std::int64_t lds, std::int64_t rows, std::int64_t cols,
+                         float* p, std::int64_t ldp, float* m, float* l, float* o,
+                         std::int64_t ldo, std::int64_t dv) {
+  switch (active_cpu_path()) {  // Note [One softmax call per block]
+    case CpuPath::kAvx512:
+      online_softmax_rows_avx512(s, lds, rows, cols, p, ldp, m, l, o, ldo, dv);
+      return;
+    case CpuPath::kAvx2:
+      online_softmax_rows_avx2(s, lds, rows, cols, p, ldp, m, l, o, ldo, dv);
+      return;
+    case CpuPath::kGeneric:
+      break;
+  }
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* srow = s + i * lds;
+    float* prow = p + i * ldp;
+    const float m_new = std::max(m[i], lane_max(srow, cols));
+    if (m_new == -HUGE_VALF) {  // every score so far is -inf: nothing to add yet
+      std::fill(prow, prow + cols, 0.0F);
+      continue;
+    }
+    const float sum = exp_shifted_sum(srow, m_new, prow, cols);
+    if (m_new != m[i]) {
+      const float c = exp_f32(m[i] - m_new);  // 0 on the first finite block
+      scale_inplace(o + i * ldo, c, dv);
+      l[i] *= c;
+    }
+    l[i] += sum;
+    m[i] = m_new;
   }
 }
 

@@ -200,6 +200,10 @@ bool unary_run_avx2(EwOp op, const float* __restrict a, float* __restrict d, std
 /// As unary_rows_inplace_avx512 (relu and the ops unary_run_avx2 covers).
 bool unary_rows_inplace_avx2(EwOp op, float* c, std::int64_t ldc, std::int64_t rows,
                              std::int64_t cols);
+/// online_softmax_rows on the AVX2 path.
+void online_softmax_rows_avx2(const float* s, std::int64_t lds, std::int64_t rows,
+                              std::int64_t cols, float* p, std::int64_t ldp, float* m, float* l,
+                              float* o, std::int64_t ldo, std::int64_t dv);
 float exp_shifted_sum_avx2(const float* __restrict x, float shift, float* __restrict d,
                            std::int64_t n);
 void stream_store_avx2(float* __restrict dst, const float* __restrict src, std::int64_t n);
@@ -235,13 +239,25 @@ void softmax_row_streamed_avx512(const float* x, float* out, std::int64_t n, flo
                                  SoftmaxPending& pending, NextRow next);
 /// Streams the pending row out (nothing when there is none).
 void softmax_flush_avx512(SoftmaxPending& pending, std::int64_t n);
-/// Fused attention's online-softmax step (Note [Attention in blocks of keys]) for `rows` rows
-/// of scores s (cols keys each, rows lds apart): m' = max(m, max_j s), p = e^(s − m'),
-/// l = l·e^(m − m') + Σ p, and the row of o (dv floats) scaled by e^(m − m') where m grows; a
-/// row whose scores so far are all -inf gets p = 0 and keeps m = -inf. One call per key block.
+/// online_softmax_rows on the AVX-512 path.
 void online_softmax_rows_avx512(const float* s, std::int64_t lds, std::int64_t rows,
                                 std::int64_t cols, float* p, std::int64_t ldp, float* m, float* l,
                                 float* o, std::int64_t ldo, std::int64_t dv);
+
+// Note [One softmax call per block]
+// Fused attention's step 2 per row is a max, an exp-and-sum and a rescale of O: through the
+// element-wise entry points, four calls and their dispatch per row, a fifth of the work at 256
+// keys. The AVX-512 and AVX2 paths take a block's rows in one call; the portable path keeps
+// the calls per row.
+
+/// Fused attention's online-softmax step (Note [Attention in blocks of keys]) for `rows` rows
+/// of scores s (cols keys each, rows lds apart): m' = max(m, max_j s), p = e^(s − m'),
+/// l = l·e^(m − m') + Σ p, and the row of o (dv floats) scaled by e^(m − m') where m grows; a
+/// row whose scores so far are all -inf gets p = 0 and keeps m = -inf. NaN scores are skipped
+/// by the max and reach l through their exp, as in ATen's softmax.
+void online_softmax_rows(const float* s, std::int64_t lds, std::int64_t rows, std::int64_t cols,
+                         float* p, std::int64_t ldp, float* m, float* l, float* o,
+                         std::int64_t ldo, std::int64_t dv);
 
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);

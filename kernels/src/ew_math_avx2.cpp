@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace ka::kernels::detail {
@@ -214,6 +216,58 @@ void stream_store_avx2(float* __restrict dst, const float* __restrict src, std::
     _mm256_stream_ps(dst + i + 8, _mm256_loadu_ps(src + i + 8));
   }
   for (; i < n; ++i) dst[i] = src[i];
+}
+
+namespace {
+
+// The max of x[0..n), NaN skipped (maxps returns its second operand, the accumulator, when the
+// first is NaN); lanes past n count as -inf.
+float row_max(const float* x, std::int64_t n) {
+  const __m256 neg_inf = _mm256_set1_ps(-HUGE_VALF);
+  __m256 m0 = neg_inf;
+  __m256 m1 = neg_inf;
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+  }
+  for (; i < n; i += 8) {
+    const __m256i m = lanes(n - i);
+    const __m256 v = _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m),
+                                      _mm256_castsi256_ps(m));
+    m0 = _mm256_max_ps(v, m0);
+  }
+  __m256 v8 = _mm256_max_ps(m0, m1);
+  __m128 v = _mm_max_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+  v = _mm_max_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_max_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+}  // namespace
+
+void online_softmax_rows_avx2(const float* s, std::int64_t lds, std::int64_t rows,
+                              std::int64_t cols, float* p, std::int64_t ldp, float* m, float* l,
+                              float* o, std::int64_t ldo, std::int64_t dv) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* srow = s + i * lds;
+    float* prow = p + i * ldp;
+    const float m_new = std::max(m[i], row_max(srow, cols));
+    if (m_new == -HUGE_VALF) {  // every score so far is -inf: nothing to add yet
+      std::fill(prow, prow + cols, 0.0F);
+      continue;
+    }
+    const float sum = exp_shifted_sum_avx2(srow, m_new, prow, cols);
+    if (m_new != m[i]) {
+      // e^(m − m'), 0 on the row's first finite block (m = -inf).
+      const __m256 c = exp8(_mm256_set1_ps(m[i] - m_new));
+      float* orow = o + i * ldo;
+      map8(orow, orow, dv, [c](__m256 x) { return _mm256_mul_ps(x, c); });
+      l[i] *= _mm256_cvtss_f32(c);
+    }
+    l[i] += sum;
+    m[i] = m_new;
+  }
 }
 
 }  // namespace ka::kernels::detail

@@ -173,6 +173,11 @@ TEST_F(UpperState, Avx2EntryPointsReturnClean) {
                        [&] { unary_rows_inplace_avx2(op, b.out, 64, 3, 45); });
   }
   expect_clean_after("exp_shifted_sum_avx2", [&] { exp_shifted_sum_avx2(b.x, 1.0F, b.out, kN); });
+  float m[3] = {-HUGE_VALF, 0.5F, 9.0F};
+  float l[3] = {0.0F, 1.0F, 1.0F};
+  expect_clean_after("online_softmax_rows_avx2", [&] {
+    online_softmax_rows_avx2(b.x, 64, 3, 45, b.out, 64, m, l, b.exps, 64, 40);
+  });
   expect_clean_after("stream_store_avx2", [&] { stream_store_avx2(b.out, b.x, kN); });
   std::vector<float> dst(64 * 64);
   std::vector<float> src(64 * 64, 0.5F);
