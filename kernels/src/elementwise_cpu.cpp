@@ -122,23 +122,13 @@ void online_softmax_rows(const float* s, std::int64_t lds, std::int64_t rows, st
     case CpuPath::kGeneric:
       break;
   }
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const float* srow = s + i * lds;
-    float* prow = p + i * ldp;
-    const float m_new = std::max(m[i], lane_max(srow, cols));
-    if (m_new == -HUGE_VALF) {  // every score so far is -inf: nothing to add yet
-      std::fill(prow, prow + cols, 0.0F);
-      continue;
-    }
-    const float sum = exp_shifted_sum(srow, m_new, prow, cols);
-    if (m_new != m[i]) {
-      const float c = exp_f32(m[i] - m_new);  // 0 on the first finite block
-      scale_inplace(o + i * ldo, c, dv);
-      l[i] *= c;
-    }
-    l[i] += sum;
-    m[i] = m_new;
-  }
+  online_softmax_rows_with(
+      s, lds, rows, cols, p, ldp, m, l, o, ldo, dv, lane_max, exp_shifted_sum,
+      [](float* orow, float d, std::int64_t n) {
+        const float c = exp_f32(d);
+        scale_inplace(orow, c, n);
+        return c;
+      });
 }
 
 float exp_shifted_sum(const float* __restrict x, float shift, float* __restrict d, std::int64_t n) {

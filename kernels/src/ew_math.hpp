@@ -259,6 +259,33 @@ void online_softmax_rows(const float* s, std::int64_t lds, std::int64_t rows, st
                          float* p, std::int64_t ldp, float* m, float* l, float* o,
                          std::int64_t ldo, std::int64_t dv);
 
+/// online_softmax_rows' method, which each ISA's version instantiates with its own pieces:
+/// row_max(x, n) (NaN skipped), exp_sum(x, shift, p, n) (p = e^(x − shift), returns Σ p) and
+/// rescale(o_row, d, dv) (o_row *= e^d, returns e^d). Always inlined, and it calls no library
+/// template, so nothing compiled for one ISA can serve another (Note [Element-wise loops per
+/// ISA]).
+template <class RowMax, class ExpSum, class Rescale>
+KA_EW_INLINE void online_softmax_rows_with(const float* s, std::int64_t lds, std::int64_t rows,
+                                           std::int64_t cols, float* p, std::int64_t ldp,
+                                           float* m, float* l, float* o, std::int64_t ldo,
+                                           std::int64_t dv, RowMax row_max, ExpSum exp_sum,
+                                           Rescale rescale) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* srow = s + i * lds;
+    float* prow = p + i * ldp;
+    const float top = row_max(srow, cols);
+    const float m_new = top > m[i] ? top : m[i];
+    if (m_new == -HUGE_VALF) {  // every score so far is -inf: nothing to add yet
+      for (std::int64_t j = 0; j < cols; ++j) prow[j] = 0.0F;
+      continue;
+    }
+    const float sum = exp_sum(srow, m_new, prow, cols);
+    if (m_new != m[i]) l[i] *= rescale(o + i * ldo, m[i] - m_new, dv);  // 0 when m was -inf
+    l[i] += sum;
+    m[i] = m_new;
+  }
+}
+
 /// d[i] = a[i] op b[i] for a binary EwOp (kAdd .. kMax). d may alias a or b exactly.
 void binary_run(EwOp op, const float* a, const float* b, float* d, std::int64_t n);
 

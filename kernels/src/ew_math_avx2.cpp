@@ -249,25 +249,12 @@ float row_max(const float* x, std::int64_t n) {
 void online_softmax_rows_avx2(const float* s, std::int64_t lds, std::int64_t rows,
                               std::int64_t cols, float* p, std::int64_t ldp, float* m, float* l,
                               float* o, std::int64_t ldo, std::int64_t dv) {
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const float* srow = s + i * lds;
-    float* prow = p + i * ldp;
-    const float m_new = std::max(m[i], row_max(srow, cols));
-    if (m_new == -HUGE_VALF) {  // every score so far is -inf: nothing to add yet
-      std::fill(prow, prow + cols, 0.0F);
-      continue;
-    }
-    const float sum = exp_shifted_sum_avx2(srow, m_new, prow, cols);
-    if (m_new != m[i]) {
-      // e^(m − m'), 0 on the row's first finite block (m = -inf).
-      const __m256 c = exp8(_mm256_set1_ps(m[i] - m_new));
-      float* orow = o + i * ldo;
-      map8(orow, orow, dv, [c](__m256 x) { return _mm256_mul_ps(x, c); });
-      l[i] *= _mm256_cvtss_f32(c);
-    }
-    l[i] += sum;
-    m[i] = m_new;
-  }
+  online_softmax_rows_with(s, lds, rows, cols, p, ldp, m, l, o, ldo, dv, row_max,
+                           exp_shifted_sum_avx2, [](float* orow, float d, std::int64_t n) {
+                             const __m256 c = exp8(_mm256_set1_ps(d));
+                             map8(orow, orow, n, [c](__m256 x) { return _mm256_mul_ps(x, c); });
+                             return _mm256_cvtss_f32(c);
+                           });
 }
 
 }  // namespace ka::kernels::detail

@@ -523,25 +523,16 @@ void online_softmax_rows_avx512(const float* s, std::int64_t lds, std::int64_t r
                                 std::int64_t cols, float* p, std::int64_t ldp, float* m, float* l,
                                 float* o, std::int64_t ldo, std::int64_t dv) {
   const CleanUpperOnReturn clean;
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const float* srow = s + i * lds;
-    float* prow = p + i * ldp;
-    const float m_new = std::max(m[i], row_max(srow, cols));
-    if (m_new == -HUGE_VALF) {  // every score so far is -inf: nothing to add yet
-      std::fill(prow, prow + cols, 0.0F);
-      continue;
-    }
-    const float sum = exp_store_sum(srow, _mm512_set1_ps(m_new), prow, cols, {});
-    if (m_new != m[i]) {
-      // e^(m − m'), 0 on the row's first finite block (m = -inf).
-      const __m512 c = exp16<true>(_mm512_set1_ps(m[i] - m_new));
-      float* orow = o + i * ldo;
-      map16(orow, orow, dv, [c](__m512 x) { return _mm512_mul_ps(x, c); });
-      l[i] *= _mm512_cvtss_f32(c);
-    }
-    l[i] += sum;
-    m[i] = m_new;
-  }
+  online_softmax_rows_with(
+      s, lds, rows, cols, p, ldp, m, l, o, ldo, dv, row_max,
+      [](const float* x, float shift, float* e, std::int64_t n) {
+        return exp_store_sum(x, _mm512_set1_ps(shift), e, n, {});
+      },
+      [](float* orow, float d, std::int64_t n) {
+        const __m512 c = exp16<true>(_mm512_set1_ps(d));
+        map16(orow, orow, n, [c](__m512 x) { return _mm512_mul_ps(x, c); });
+        return _mm512_cvtss_f32(c);
+      });
 }
 
 void softmax_row_avx512(const float* x, float* out, std::int64_t n, NextRow next) {
