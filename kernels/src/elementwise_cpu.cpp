@@ -86,12 +86,12 @@ void unary_run(EwOp op, const float* __restrict a, float* __restrict d, std::int
   ew_loops().unary_run(op, a, d, n);
 }
 
-// Note [Epilogue strips in one call]
-// The GEMM applies its activation to each column strip of a row block (nr columns, the block's
-// rows) as the strip is finished. Row by row through unary_run, that was a dispatch, a copy
-// into a buffer (unary_run's operands are restrict) and a loop prologue per nr floats: on a
-// 512 x 3072 GELU epilogue, more time than the GELU itself. The ISA versions take the whole
-// strip in place, one call per strip.
+// Note [Epilogue in one call per tile]
+// The GEMM applies its activation to each micro-tile as it is stored (Note [Epilogue per
+// micro-tile]). Row by row through unary_run, that was a dispatch, a copy into a buffer
+// (unary_run's operands are restrict) and a loop prologue per nr floats: on a 512 x 3072 GELU
+// epilogue, more time than the GELU itself. The ISA versions take the rows in place, one call
+// per tile.
 void apply_epilogue(Epilogue e, float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols) {
   if (e == Epilogue::kNone) return;
   const EwOp op = epilogue_op(e);

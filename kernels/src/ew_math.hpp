@@ -321,8 +321,8 @@ inline EwOp epilogue_op(Epilogue e) {
   return EwOp::kInput;
 }
 
-/// c[r * ldc + j] = act(c[r * ldc + j]) in place for r < rows, j < cols: a GEMM's column strip
-/// of a row block in one call (Note [Epilogue strips in one call]).
+/// c[r * ldc + j] = act(c[r * ldc + j]) in place for r < rows, j < cols: a GEMM's micro-tile
+/// in one call (Note [Epilogue in one call per tile]).
 void apply_epilogue(Epilogue e, float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols);
 
 }  // namespace ka::kernels::detail

@@ -38,9 +38,10 @@ namespace ka::kernels {
 // micro-kernel's ISA's (MicroKernelInfo::pack_a / pack_b; Note [Packing A by transposes]).
 // A B packed whole ahead of the run in the same slivers (AddmmArgs::mat2_packed, a constant
 // weight: Note [Constant weights packed once]) is read in place of the task's own packing.
-// The output is first set to beta * bias (or 0), then every K block adds alpha * A_block *
-// B_block; the micro-kernels prefetch their C tile when they start, as its rows are far
-// apart and were last touched a whole K block ago.
+// The output starts as beta * bias (or 0), set by the first K block's micro-kernels where they
+// can (Note [C set by the first K block]), then every K block adds alpha * A_block * B_block;
+// the micro-kernels prefetch their C tile when they start, as its rows are far apart and were
+// last touched a whole K block ago.
 // The epilogue (an activation) runs on each micro-tile right after the last K block has
 // finished it (Note [Epilogue per micro-tile]); a bmm is the same tasks with the batch index
 // as the outermost part of the block number (grid = batch x tasks), operands offset by the
