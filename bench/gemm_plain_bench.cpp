@@ -6,6 +6,8 @@
 //   ka_gemm_plain_bench --benchmark_filter='m:128/'   (prefill linears; mat2:2 packed ahead)
 //   KA_NUM_THREADS=1 ka_gemm_plain_bench ...   (the default config planned for one thread, as
 //                                               ka-bench --threads 1 uses)
+//   KA_GEMM_PLAIN_SET='micro_n=48 tile_k=384' ka_gemm_plain_bench ...   (tunables replaced in
+//                                               every case's default config, to try one by hand)
 #include <ka/core/launch_config.hpp>
 #include <ka/kernels/gemm.hpp>
 #include <ka/kernels/tensor_view.hpp>
@@ -62,8 +64,18 @@ void BM_GemmPlain(benchmark::State& state) {
   }
   if (gelu) args.epilogue = ka::kernels::Epilogue::kGelu;
   const auto& d = ka::kernels::gemm_f32_cpu_descriptor();
-  const ka::LaunchConfig config =
-      d.default_config(ka::kernels::addmm_shape_key(m, k, n, with_bias));
+  const ka::ShapeKey key = ka::kernels::addmm_shape_key(m, k, n, with_bias);
+  ka::LaunchConfig config = d.default_config(key);
+  if (const char* set = std::getenv("KA_GEMM_PLAIN_SET"); set != nullptr && *set != '\0') {
+    // The tunables of the text form ("name=value ..."), then grid and block derived again.
+    const ka::LaunchConfig wanted = ka::LaunchConfig::parse(set);
+    for (const auto& [name, value] : wanted.params()) config.set(name, value);
+    config = d.complete(key, config);
+    if (const ka::Status ok = d.can_run(key, config); !ok.is_ok()) {
+      state.SkipWithError(("KA_GEMM_PLAIN_SET: " + ok.reason()).c_str());
+      return;
+    }
+  }
   std::vector<float> packed;
   if (form == 2) {
     const auto layout = ka::kernels::gemm_f32_cpu_mat2_layout(args, config);
@@ -83,8 +95,8 @@ void BM_GemmPlain(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
-// ka-bench matmul cases: square_512, bert_ffn_up_512, gpt2_mlp_down_1024, llama7b decode 16
-// (qkvo and MLP up) and decode 1 (MLP up and qkvo);
+// ka-bench matmul cases: square_512, 1024 and 2048, bert_ffn_up_512, gpt2_mlp_down_1024,
+// llama7b decode 16 (qkvo and MLP up) and decode 1 (MLP up and qkvo);
 // then a 128-token prefill's linear layers (GPT-2/BERT MLP up and down, QKV) with the weight
 // transposed, packed per call and packed ahead; and a 512-token prefill's MLP up the same ways,
 // then packed ahead with and without its GELU epilogue (BERT's at 512 tokens, GPT-2's at 1024
@@ -92,6 +104,8 @@ void BM_GemmPlain(benchmark::State& state) {
 BENCHMARK(BM_GemmPlain)
     ->ArgNames({"m", "k", "n", "bias", "mat2", "gelu"})
     ->Args({512, 512, 512, 0, 0, 0})
+    ->Args({1024, 1024, 1024, 0, 0, 0})
+    ->Args({2048, 2048, 2048, 0, 0, 0})
     ->Args({512, 768, 3072, 1, 0, 0})
     ->Args({1024, 3072, 768, 1, 0, 0})
     ->Args({16, 4096, 4096, 0, 0, 0})
