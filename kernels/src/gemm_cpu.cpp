@@ -111,10 +111,15 @@ detail::MicroKernelInfo micro_kernel_of_width(std::int64_t cols) {
 // packing buffer, and a panel this size still sits in the L3 next to the other thread's.
 constexpr std::int64_t kMaxPackedB = std::int64_t{2} << 20;
 
+// The largest task whose partial sums are staged (Note [Partial sums staged]): 16 MiB, a
+// 2048 x 2048 tile; a larger one accumulates in C.
+constexpr std::int64_t kMaxStagedFloats = std::int64_t{4} << 20;
+
 // Packing buffers live per thread and only grow, so steady-state calls do not allocate.
 struct PackBuffers {
   std::vector<float> a;
   std::vector<float> b;
+  std::vector<float> stage;  ///< partial sums of whole micro-tiles (Note [Partial sums staged])
 };
 PackBuffers& pack_buffers() {
   thread_local PackBuffers buffers;
@@ -230,6 +235,44 @@ bool first_k_sets_c(const TileJob& job) {
          (job.bias.data == nullptr || (job.beta == 1.0F && job.bias.col_stride == 1));
 }
 
+// Note [Partial sums staged]
+// A micro-tile's rows are ldc apart, and at the widths models use (N = 1024, 2048, 3072,
+// 4096: multiples of 4 KiB) they fall in the same few cache sets: a column strip of a task a
+// few hundred rows tall no longer fits the L2 sets its rows map to, so every K block read its
+// micro-tiles back from L3, in an order the hardware prefetchers do not follow. So where the
+// first K block sets C (Note [C set by the first K block]) and more blocks follow, the whole
+// micro-tiles' partial sums live in a per-thread buffer instead, each tile's kMicroRows x nr
+// floats together in the order the blocks visit them: the first block sets a tile to bias +
+// product, the middle ones add to it, and the last writes C = product + partial sum, so C
+// is written once. The sums are the same, in the same order. Edge micro-tiles use C itself.
+
+// The partial sums of one A block's whole micro-tiles (Note [Partial sums staged]), or none.
+struct Stage {
+  float* tiles = nullptr;
+  std::int64_t slivers = 0;  ///< A slivers of the task: tiles of one strip
+  /// Strip js, A sliver `is` of this block; null when not staging.
+  [[nodiscard]] float* tile(std::int64_t js, std::int64_t is, std::int64_t nr) const {
+    return tiles == nullptr ? nullptr : tiles + (js * slivers + is) * detail::kMicroRows * nr;
+  }
+};
+
+// One whole micro-tile's product on a K block: set from the bias (or zero) on the first
+// block, added onto the partial sum after it; kept in `staged` until the last block when
+// there is one (Note [Partial sums staged]), else in C.
+void multiply_whole_tile(const TileJob& job, std::int64_t kb, const float* ap, const float* bp,
+                         float* c, const float* bias, float* staged, bool first, bool last) {
+  const std::int64_t nr = job.micro.cols;
+  float* const dst = staged != nullptr && !last ? staged : c;
+  const std::int64_t ld = dst == c ? job.ldc : nr;
+  if (first) {
+    job.micro.fn_set(kb, ap, bp, dst, ld, job.alpha, bias, job.bias.row_stride);
+  } else if (staged != nullptr && last) {
+    job.micro.fn_set(kb, ap, bp, c, job.ldc, job.alpha, staged, nr);
+  } else {
+    job.micro.fn(kb, ap, bp, dst, ld, job.alpha);
+  }
+}
+
 // out[i0 : i0 + rows_total, j0 : j0 + cols_total] += alpha * (packed A block) * (packed B
 // panel), K blocks of kb, or with `set_c` (the first K block: Note [C set by the first K
 // block]) = beta * bias (or 0) + that; the activation follows on the last K block.
@@ -238,7 +281,7 @@ bool first_k_sets_c(const TileJob& job) {
 void multiply_block(const TileJob& job, const float* ap_block, const float* bp_panel,
                     std::int64_t kb, float* out, std::int64_t i0, std::int64_t rows_total,
                     std::int64_t j0, std::int64_t cols_total, bool set_c, bool last_k,
-                    const float* after_panel) {
+                    const float* after_panel, const Stage& stage) {
   const std::int64_t mr = detail::kMicroRows;
   const std::int64_t nr = job.micro.cols;
   const std::int64_t ldc = job.ldc;
@@ -261,13 +304,11 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
       float* c = out + ci * ldc + cj;
       const bool whole = rows == mr && cols == nr;
       if (set_c && !whole) init_output(out, ldc, job.bias, job.beta, ci, ci + rows, cj, cj + cols);
-      if (whole && set_c) {
+      if (whole) {
         const float* bias = job.bias.data == nullptr
                                 ? nullptr
                                 : job.bias.data + ci * job.bias.row_stride + cj;
-        job.micro.fn_set(kb, ap, bp, c, ldc, job.alpha, bias, job.bias.row_stride);
-      } else if (whole) {
-        job.micro.fn(kb, ap, bp, c, ldc, job.alpha);
+        multiply_whole_tile(job, kb, ap, bp, c, bias, stage.tile(js, is, nr), set_c, last_k);
       } else if (job.micro.edge != nullptr) {  // Note [Edge micro-tiles]
         job.micro.edge(static_cast<int>(rows), cols, kb, ap, bp, c, ldc, job.alpha);
       } else {
@@ -317,6 +358,12 @@ void run_tile(const TileJob& job, std::int64_t block) {
       job.b_packed != nullptr ? 0 : static_cast<std::size_t>(round_up(nb, nr) * job.tile_k);
   if (buf.a.size() < a_need) buf.a.resize(a_need);
   if (buf.b.size() < b_need) buf.b.resize(b_need);
+  // Note [Partial sums staged]: the buffer holds every whole micro-tile of the task.
+  const auto stage_floats = round_up(nb, nr) * round_up(mb, detail::kMicroRows);
+  const bool staging = set_c && job.shape.k > job.tile_k && stage_floats <= kMaxStagedFloats;
+  if (staging && buf.stage.size() < static_cast<std::size_t>(stage_floats)) {
+    buf.stage.resize(static_cast<std::size_t>(stage_floats));
+  }
 
   const std::int64_t padded_n = round_up(job.shape.n, nr);
   for (std::int64_t k0 = 0; k0 < job.shape.k; k0 += job.tile_k) {
@@ -336,8 +383,13 @@ void run_tile(const TileJob& job, std::int64_t block) {
     for (std::int64_t ib = 0; ib < mb; ib += mc) {
       const std::int64_t rows = std::min(mc, mb - ib);
       job.micro.pack_a(a, job.a_rs, job.a_cs, i0 + ib, rows, k0, kb, buf.a.data());
+      Stage stage;
+      if (staging) {
+        stage.slivers = ceil_div(mb, detail::kMicroRows);
+        stage.tiles = buf.stage.data() + ib * nr;  // ib is a multiple of kMicroRows
+      }
       multiply_block(job, buf.a.data(), bp, kb, out, i0 + ib, rows, j0, nb, set_c && k0 == 0,
-                     last_k, ib + mc >= mb ? after_panel : bp);
+                     last_k, ib + mc >= mb ? after_panel : bp, stage);
     }
   }
 }

@@ -27,10 +27,13 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
                        std::int64_t ldc, float alpha, std::int64_t cols, std::int64_t lda = 0,
                        const float* c0 = nullptr, std::int64_t ldc0 = 0) {
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
-  // the K loop runs (every line of a row, aligned or not).
-  for (int r = 0; r < R && !Set; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
+  // the K loop runs (every line of a row, aligned or not). With Set, C0's rows instead (where
+  // there is a C0).
+  const float* first = Set ? c0 : c;
+  const std::int64_t stride = Set ? ldc0 : ldc;
+  for (int r = 0; r < R && first != nullptr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(first + r * stride), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(first + r * stride + 15), _MM_HINT_T0);
   }
   __m256 acc[R][2];
   for (auto& row : acc) {

@@ -28,12 +28,15 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
                        const float* c0 = nullptr, std::int64_t ldc0 = 0) {
   constexpr int kWidth = 16 * V;
   // The C tile's rows are far apart and were last touched a K block ago: fetch them while
-  // the K loop runs (every line of a row, aligned or not).
-  for (int r = 0; r < R && !Set; ++r) {
+  // the K loop runs (every line of a row, aligned or not). With Set, C0's rows instead (where
+  // there is a C0).
+  const float* first = Set ? c0 : c;
+  const std::int64_t stride = Set ? ldc0 : ldc;
+  for (int r = 0; r < R && first != nullptr; ++r) {
     for (int v = 0; v < V; ++v) {
-      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * v), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(first + r * stride + 16 * v), _MM_HINT_T0);
     }
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kWidth - 1), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(first + r * stride + kWidth - 1), _MM_HINT_T0);
   }
   __m512 acc[R][V];
   for (auto& row : acc) {
