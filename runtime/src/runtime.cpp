@@ -116,7 +116,8 @@ bool holds_tensor(const c10::TypePtr& type) {
 bool is_glue(const torch::jit::Node& node) {
   static const std::unordered_set<c10::Symbol> glue = {
       c10::prim::ListConstruct, c10::prim::ListUnpack,  c10::prim::TupleConstruct,
-      c10::prim::TupleUnpack,   c10::prim::TupleIndex,  c10::prim::device,
+      c10::prim::TupleUnpack,   c10::prim::TupleIndex,  c10::prim::DictConstruct,
+      c10::prim::device,
       c10::prim::GetAttr,
       c10::prim::dtype,         c10::aten::size,        c10::aten::dim,
       c10::aten::len,           c10::aten::__getitem__, c10::Symbol::fromQualString("aten::numel"),
@@ -147,9 +148,9 @@ extractor::OpGraph::Reads reads_of(const torch::jit::Node& node) {
 }
 
 // Note [Interpreter instructions]
-// libtorch's interpreter runs list and tuple glue and attribute reads as instructions of its
-// own, not as registered operators (Node::getOperation throws for them, and the functions it
-// uses are not exported), so ka runs those itself, as the interpreter does.
+// libtorch's interpreter runs list, tuple and dict glue and attribute reads as instructions of
+// its own, not as registered operators (Node::getOperation throws for them, and the functions
+// it uses are not exported), so ka runs those itself, as the interpreter does.
 std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Node& node) {
   using Stack = std::vector<c10::IValue>;
   const std::size_t num_outputs = node.outputs().size();
@@ -201,6 +202,20 @@ std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Nod
         c10::IValue item = elements[static_cast<std::size_t>(i)];
         stack.assign(1, std::move(item));
       };
+    case c10::prim::DictConstruct: {
+      // Keys and values alternate on the stack, in the order the dict keeps them (a model's
+      // output dict: {"logits": ..., "hidden_states": ...}).
+      const auto type = node.output()->type()->cast<c10::DictType>();
+      KA_CHECK(type != nullptr, describe(), " does not make a Dict");
+      return [type](Stack& stack) {
+        c10::impl::GenericDict dict(type->getKeyType(), type->getValueType());
+        dict.reserve(stack.size() / 2);
+        for (std::size_t i = 0; i + 1 < stack.size(); i += 2) {
+          dict.insert_or_assign(std::move(stack[i]), std::move(stack[i + 1]));
+        }
+        stack.assign(1, c10::IValue(std::move(dict)));
+      };
+    }
     case c10::prim::GetAttr: {
       const std::string name = node.s(c10::attr::name);
       return [name](Stack& stack) {
@@ -430,34 +445,44 @@ GraphResult Runtime::run_lowered(extractor::OpGraph& graph,
   return r;
 }
 
-GraphResult Runtime::run_in_interpreter(torch::jit::Graph& graph,
-                                        const std::vector<c10::IValue>& inputs,
-                                        const std::string& why) {
-  KA_CHECK(inputs.size() == graph.inputs().size(), "graph takes ", graph.inputs().size(),
-           " inputs, got ", inputs.size());
-  log().debug("graph runs in libtorch's interpreter: {}", why);
+Runtime::InterpretedGraph Runtime::interpret(torch::jit::Graph& graph, std::string why) {
+  InterpretedGraph g;
+  g.code = std::make_shared<const torch::jit::Code>(graph.copy(), "ka_fallback");
+  g.nodes = static_cast<std::size_t>(std::distance(graph.nodes().begin(), graph.nodes().end()));
+  g.inputs = graph.inputs().size();
+  g.why = std::move(why);
+  return g;
+}
+
+GraphResult Runtime::run_in_interpreter(const InterpretedGraph& graph,
+                                        const std::vector<c10::IValue>& inputs) {
+  KA_CHECK(inputs.size() == graph.inputs, "graph takes ", graph.inputs, " inputs, got ",
+           inputs.size());
+  log().debug("graph runs in libtorch's interpreter: {}", graph.why);
   GraphResult r;
   extractor::TaskPlan plan;
   plan.pattern = "graph";
-  for (int i = 0; i < static_cast<int>(std::distance(graph.nodes().begin(), graph.nodes().end()));
-       ++i) {
-    plan.nodes.push_back(i);
-  }
+  for (std::size_t i = 0; i < graph.nodes; ++i) plan.nodes.push_back(static_cast<int>(i));
   plan.kernel = "torch::jit interpreter";
   plan.device = "cpu";
   plan.provenance = db::Provenance::kFallback;
-  plan.fallback = "the whole graph runs in libtorch's interpreter: " + why;
+  plan.fallback = "the whole graph runs in libtorch's interpreter: " + graph.why;
   std::vector<c10::IValue> stack = inputs;
   try {
-    const torch::jit::Code code(graph.copy(), "ka_fallback");
-    torch::jit::InterpreterState(code).run(stack);
+    torch::jit::InterpreterState(*graph.code).run(stack);
   } catch (const c10::Error& e) {
-    KA_THROW(ValueError, "graph (libtorch's interpreter, because ", why,
+    KA_THROW(ValueError, "graph (libtorch's interpreter, because ", graph.why,
              "): ", e.what_without_backtrace());
   }
   r.outputs = std::move(stack);
   r.tasks.push_back(std::move(plan));
   return r;
+}
+
+GraphResult Runtime::run_in_interpreter(torch::jit::Graph& graph,
+                                        const std::vector<c10::IValue>& inputs,
+                                        const std::string& why) {
+  return run_in_interpreter(interpret(graph, why), inputs);
 }
 
 GraphResult Runtime::run_graph(const std::string& ir, const std::vector<c10::IValue>& inputs,

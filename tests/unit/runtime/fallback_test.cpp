@@ -672,6 +672,62 @@ def f(x: Tensor, n: int):
   EXPECT_THROW(Runtime::lower(*s.graph, inputs), NotImplementedError);
 }
 
+TEST(Fallback, ADictOfOutputsIsGlueKaRunsItself) {
+  // A model returning a dict, as Hugging Face's ModelOutput does: the graph still lowers, and
+  // the dict keeps its keys in order with ka's tensors as values.
+  const Scripted s(R"TS(
+def f(x: Tensor, w: Tensor):
+    h = torch.relu(torch.matmul(x, w))
+    return {"logits": h * 2.0, "hidden": h, "rows": x.sum(1)}
+)TS",
+                   "f");
+  at::manual_seed(8);
+  const std::vector<c10::IValue> inputs = {at::randn({6, 16}), at::randn({16, 8})};
+  std::vector<c10::IValue> stack = inputs;
+  s.fn->run(stack);
+  const c10::Dict<c10::IValue, c10::IValue> want = stack.at(0).toGenericDict();
+  std::string why;
+  ASSERT_TRUE(Runtime::try_lower(*s.graph, inputs, why).has_value()) << why;
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  ASSERT_EQ(got.outputs.size(), 1U);
+  ASSERT_TRUE(got.outputs[0].isGenericDict());
+  const c10::Dict<c10::IValue, c10::IValue> dict = got.outputs[0].toGenericDict();
+  ASSERT_EQ(dict.size(), want.size());
+  auto w = want.begin();
+  for (const auto& entry : dict) {
+    EXPECT_EQ(entry.key().toStringRef(), w->key().toStringRef());
+    const at::Tensor g = entry.value().toTensor();
+    EXPECT_TRUE(at::allclose(g, w->value().toTensor(), 1e-5, 1e-5)) << entry.key().toStringRef();
+    ++w;
+  }
+  EXPECT_NE(find_plan(got.tasks, "aten::relu"), nullptr) << "relu ran on ka";
+  expect_every_node_planned(*s.graph, inputs, got.tasks);
+}
+
+TEST(Fallback, AnInterpretedGraphIsCompiledOnceAndRunsOnNewInputs) {
+  const Scripted s(R"TS(
+def f(x: Tensor, n: int):
+    for i in range(n):
+        x = x * 2.0 + 1.0
+    return x
+)TS",
+                   "f");
+  std::string why;
+  ASSERT_FALSE(Runtime::try_lower(*s.graph, {at::ones({2, 2}), 3}, why).has_value());
+  const Runtime::InterpretedGraph compiled = Runtime::interpret(*s.graph, why);
+  EXPECT_EQ(compiled.inputs, 2U);
+  for (const std::int64_t n : {0, 1, 4}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::vector<c10::IValue> inputs = {at::randn({3, 5}), n};
+    const GraphResult got = Runtime::run_in_interpreter(compiled, inputs);
+    expect_outputs_match(got.outputs, s.reference(inputs), 0);
+    ASSERT_EQ(got.tasks.size(), 1U);
+    EXPECT_NE(got.tasks[0].fallback.find(why), std::string::npos) << got.tasks[0].fallback;
+  }
+  EXPECT_THROW(Runtime::run_in_interpreter(compiled, {at::ones({2})}), ValueError);
+}
+
 TEST(Fallback, AFailingFallbackNamesItsNode) {
   const Scripted s(R"TS(
 def f(a: Tensor, b: Tensor):

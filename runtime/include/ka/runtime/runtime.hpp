@@ -15,6 +15,7 @@
 
 namespace torch::jit {
 struct Graph;
+struct Code;
 }
 
 namespace ka::runtime {
@@ -94,8 +95,21 @@ class Runtime {
   /// values the graph's nodes compute.
   GraphResult run_lowered(extractor::OpGraph& graph,
                           const extractor::GraphOptions& options = {}) const;
-  /// Runs `graph` in libtorch's interpreter as a whole, for a graph ka cannot lower (`why`:
+  /// A graph ka cannot lower, compiled once for libtorch's interpreter: a program that runs it
+  /// many times pays for the compilation once, as libtorch's own method calls do.
+  struct InterpretedGraph {
+    std::shared_ptr<const torch::jit::Code> code;
+    std::size_t nodes = 0;
+    std::size_t inputs = 0;
+    std::string why;  ///< why ka cannot lower it (try_lower's reason)
+  };
+  /// Compiles `graph` (a copy of it) for run_in_interpreter.
+  static InterpretedGraph interpret(torch::jit::Graph& graph, std::string why);
+  /// Runs a graph in libtorch's interpreter as a whole, for a graph ka cannot lower (`why`:
   /// control flow, an interpreter instruction); one task plan says so.
+  static GraphResult run_in_interpreter(const InterpretedGraph& graph,
+                                        const std::vector<c10::IValue>& inputs);
+  /// interpret() then run_in_interpreter(), for one run.
   static GraphResult run_in_interpreter(torch::jit::Graph& graph,
                                         const std::vector<c10::IValue>& inputs,
                                         const std::string& why);
