@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the TorchScript modules of suites/models.yaml into a folder.
+"""Writes the TorchScript modules of suites/models.yaml (and the tests' fixtures) into a folder.
 
     python3 scripts/make-models.py OUT_DIR [NAME ...]
 
@@ -291,6 +291,28 @@ def hf_gpt2_block():
     return torch.jit.trace(HfGpt2Block().eval(), torch.randn(1, 128, 768), check_trace=False)
 
 
+# ---- A test fixture, not in suites/models.yaml: a small token classifier called as a Hugging
+# Face model is (token ids and an integer attention mask in, a dict of outputs back, here
+# with the sequence length beside it), straight-line code, scripted so the dict stays in
+# the graph ----
+
+class TokenClassifier(nn.Module):
+    def __init__(self, vocabulary: int = 1000, hidden: int = 64, labels: int = 5):
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        self.up = nn.Linear(hidden, 4 * hidden)
+        self.down = nn.Linear(4 * hidden, hidden)
+        self.head = nn.Linear(hidden, labels)
+
+    def forward(self, input_ids, attention_mask):
+        x = self.norm(self.embed(input_ids))
+        x = x + self.down(F.gelu(self.up(x)))
+        keep = attention_mask.unsqueeze(-1).to(x.dtype)
+        pooled = (x * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        return {"logits": self.head(x), "pooled": pooled}, input_ids.size(1)
+
+
 MODELS = {
     "gpt2_block": lambda: torch.jit.script(Gpt2Block().eval()),
     "bert_layer": bert_layer,
@@ -298,6 +320,7 @@ MODELS = {
     "resnet_block": lambda: torch.jit.script(BasicBlock().eval()),
     "hf_bert_layer": hf_bert_layer,
     "hf_gpt2_block": hf_gpt2_block,  # last: the models before it keep their seeds
+    "token_classifier": lambda: torch.jit.script(TokenClassifier().eval()),  # test fixture
 }
 
 

@@ -986,9 +986,12 @@ std::string case_heading(const SuiteCase& c) {
   for (const GraphInput& in : c.inputs) {
     std::string dims;
     for (const auto d : in.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-    inputs +=
-        fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims,
-                    in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill));
+    std::string kind = in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill);
+    if (in.dtype == InputDtype::kBool) kind = "/bool";
+    if (in.dtype == InputDtype::kInt64 || in.dtype == InputDtype::kInt32) {
+      kind = fmt::format("/{} in [{}, {})", to_string(in.dtype), in.low, in.high);
+    }
+    inputs += fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims, kind);
   }
   return fmt::format("{}: {} {} ({}); inputs {}", c.name, c.is_module() ? "model" : "graph",
                      c.is_module() ? c.module_file : c.graph, c.model, inputs);

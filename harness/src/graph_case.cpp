@@ -22,6 +22,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 
 namespace ka::harness::detail {
 namespace {
@@ -40,38 +41,65 @@ std::string dims_text(at::IntArrayRef sizes, const char* sep) {
   return s;
 }
 
-at::Tensor make_input(const GraphInput& in, at::Generator& gen) {
-  const auto opts = at::TensorOptions().dtype(at::kFloat);
-  switch (in.fill) {
-    case InputFill::kMask:
-      // One position in five masked, as padding or dropped tokens would be.
-      return at::where(at::rand(in.shape, gen, opts) < 0.2, -1e4, 0.0).to(at::kFloat);
-    case InputFill::kCausal: {
-      const std::int64_t rows = in.shape[in.shape.size() - 2];
-      const std::int64_t cols = in.shape.back();
-      // -inf above the diagonal, as nn.Transformer.generate_square_subsequent_mask makes it.
-      return at::full({rows, cols}, -std::numeric_limits<float>::infinity(), opts)
-          .triu(1)
-          .expand(in.shape)
-          .contiguous();
+// One value a graph returns, with where it sits in the outputs: "output 1", "output
+// 0['logits']", "output 2[0]".
+struct OutputLeaf {
+  std::string label;
+  c10::IValue value;
+};
+
+std::string key_text(const c10::IValue& key) {
+  if (key.isString()) return "'" + key.toStringRef() + "'";
+  if (key.isInt()) return std::to_string(key.toInt());
+  return key.tagKind();
+}
+
+// Opens tuples, lists and dicts (values in insertion order), depth first.
+void add_leaves(const c10::IValue& v, const std::string& label, std::vector<OutputLeaf>& out) {
+  if (v.isTuple()) {
+    const auto& elements = v.toTupleRef().elements();
+    for (std::size_t i = 0; i < elements.size(); ++i) {
+      add_leaves(elements[i], label + "[" + std::to_string(i) + "]", out);
     }
-    case InputFill::kRandn:
-      break;
+  } else if (v.isList()) {
+    const c10::List<c10::IValue> list = v.toList();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      add_leaves(list.get(i), label + "[" + std::to_string(i) + "]", out);
+    }
+  } else if (v.isGenericDict()) {
+    for (const auto& entry : v.toGenericDict()) {
+      add_leaves(entry.value(), label + "[" + key_text(entry.key()) + "]", out);
+    }
+  } else {
+    out.push_back({label, v});
   }
-  return at::randn(in.shape, gen, opts);
 }
 
-std::vector<c10::IValue> unpack(std::vector<c10::IValue> stack) {
-  if (stack.size() == 1 && stack[0].isTuple()) return stack[0].toTupleRef().elements().vec();
-  return stack;
+// A graph's outputs as leaves; one tuple returned is its elements ("output 0", "output 1", as
+// a graph with several outputs).
+std::vector<OutputLeaf> output_leaves(const std::vector<c10::IValue>& stack) {
+  std::vector<c10::IValue> outputs = stack;
+  if (outputs.size() == 1 && outputs[0].isTuple()) {
+    outputs = outputs[0].toTupleRef().elements().vec();
+  }
+  std::vector<OutputLeaf> leaves;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    add_leaves(outputs[i], "output " + std::to_string(i), leaves);
+  }
+  return leaves;
 }
 
-// Compares one output; returns false (with r.detail) on the first mismatch.
-bool compare(const at::Tensor& got, const at::Tensor& want, std::size_t index, double rtol,
+// Compares one output tensor; returns false (with r.detail) on the first mismatch.
+bool compare(const at::Tensor& got, const at::Tensor& want, const std::string& label, double rtol,
              double atol, CheckResult& r) {
   if (got.sizes() != want.sizes()) {
-    r.detail = fmt::format("output {}: ka's shape is [{}], libtorch's [{}]", index,
+    r.detail = fmt::format("{}: ka's shape is [{}], libtorch's [{}]", label,
                            dims_text(got.sizes(), ", "), dims_text(want.sizes(), ", "));
+    return false;
+  }
+  if (got.scalar_type() != want.scalar_type()) {
+    r.detail = fmt::format("{}: ka's dtype is {}, libtorch's {}", label,
+                           c10::toString(got.scalar_type()), c10::toString(want.scalar_type()));
     return false;
   }
   if (want.numel() == 0) return true;
@@ -97,11 +125,42 @@ bool compare(const at::Tensor& got, const at::Tensor& want, std::size_t index, d
     flat /= want.size(d);
   }
   r.detail = fmt::format(
-      "output {}: {} of {} elements differ beyond atol={:.3g} ({:g}*rms {:.3g}) rtol={:g}; first "
+      "{}: {} of {} elements differ beyond atol={:.3g} ({:g}*rms {:.3g}) rtol={:g}; first "
       "at [{}]: ka={} libtorch={}",
-      index, nbad, want.numel(), abs_tol, atol, rms, rtol, dims_text(at_index, ", "),
+      label, nbad, want.numel(), abs_tol, atol, rms, rtol, dims_text(at_index, ", "),
       g.flatten()[first].item<double>(), w.flatten()[first].item<double>());
   return false;
+}
+
+// Compares one output that is not a tensor (a number, string, bool or None, as models return
+// beside their tensors); returns false (with r.detail) when they differ.
+bool compare_value(const c10::IValue& got, const c10::IValue& want, const std::string& label,
+                   double rtol, CheckResult& r) {
+  bool same = got.tagKind() == want.tagKind();
+  if (same && want.isDouble()) {
+    const double g = got.toDouble();
+    const double w = want.toDouble();
+    same = (std::isnan(g) && std::isnan(w)) || std::abs(g - w) <= rtol * std::abs(w) + 1e-12;
+  } else if (same && want.isInt()) {
+    same = got.toInt() == want.toInt();
+  } else if (same && want.isBool()) {
+    same = got.toBool() == want.toBool();
+  } else if (same && want.isString()) {
+    same = got.toStringRef() == want.toStringRef();
+  } else if (same && !want.isNone()) {
+    KA_THROW(ValueError, label, " is a ", want.tagKind(),
+             "; ka-bench compares tensors, numbers, strings, bools and None (in tuples, lists and "
+             "dicts)");
+  }
+  if (!same) {
+    std::ostringstream g;
+    std::ostringstream w;
+    g << got;
+    w << want;
+    r.detail = fmt::format("{}: ka returned {} ({}), libtorch {} ({})", label, g.str(),
+                           got.tagKind(), w.str(), want.tagKind());
+  }
+  return same;
 }
 
 // Note [Reference stack]
@@ -161,20 +220,20 @@ std::string join_unique(const std::vector<T>& items, const char* sep, F&& f) {
 // A graph case lowers its graph to ka's OpGraph once (Runtime::try_lower, its inputs bound) and
 // runs that OpGraph on every call, so a timed call is what a program that keeps its lowered
 // graph pays: extraction, fallbacks and execution, not the walk over TorchScript's nodes. A
-// graph ka cannot lower (control flow) runs in libtorch's interpreter on every call, as
-// Runtime::run_graph does.
+// graph ka cannot lower (control flow) is compiled for libtorch's interpreter once
+// (Runtime::interpret) and runs there on every call, as a program keeping it would.
 struct GraphCase::Impl {
   SuiteCase c;
   runtime::Runtime rt;
   std::shared_ptr<const LoadedModel> model;      // module cases
   std::shared_ptr<torch::jit::Graph> graph;      // ka's
   std::optional<extractor::OpGraph> lowered;     // of graph, inputs bound; none: interpreter
-  std::string interpreter_reason;                // why lowered is empty
+  std::optional<runtime::Runtime::InterpretedGraph> interpreted;  // when lowered is empty
   std::shared_ptr<torch::jit::Graph> ref_graph;  // the interpreter's own copy (graph cases)
   std::unique_ptr<torch::jit::Code> code;
   std::vector<c10::IValue> inputs;               // module cases: the module first
   std::array<std::vector<extractor::TaskPlan>, 2> plans;  // fused, unfused
-  std::vector<c10::IValue> reference;  // libtorch's outputs, from the first check
+  std::vector<OutputLeaf> reference;  // libtorch's outputs, from the first check
 
   std::vector<c10::IValue> run_reference() const {
     if (model) {
@@ -187,7 +246,7 @@ struct GraphCase::Impl {
   }
 
   runtime::GraphResult run_ka(bool fusion, bool describe_fallbacks = false) {
-    if (!lowered) return runtime::Runtime::run_in_interpreter(*graph, inputs, interpreter_reason);
+    if (!lowered) return runtime::Runtime::run_in_interpreter(*interpreted, inputs);
     return rt.run_lowered(*lowered, {fusion, describe_fallbacks});
   }
 };
@@ -212,7 +271,14 @@ GraphCase::GraphCase(const SuiteCase& c, std::uint64_t seed) : impl_(std::make_u
   }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (const GraphInput& in : s.c.inputs) s.inputs.emplace_back(make_input(in, gen));
-  s.lowered = runtime::Runtime::try_lower(*s.graph, s.inputs, s.interpreter_reason);
+  std::string why;
+  s.lowered = runtime::Runtime::try_lower(*s.graph, s.inputs, why);
+  if (!s.lowered) {
+    // See Note [Reference stack]: libtorch compiles the graph recursively.
+    const std::size_t stack =
+        kReferenceStackBaseBytes + kReferenceStackBytesPerNode * count_graph_nodes(*s.graph);
+    run_with_stack(stack, [&] { s.interpreted = runtime::Runtime::interpret(*s.graph, why); });
+  }
 }
 
 GraphCase::~GraphCase() = default;
@@ -311,27 +377,30 @@ CheckResult GraphCase::check(std::size_t v) {
   KA_ASSERT(v < 2, "GraphCase::check of variant ", v, ", which is not ka's");
   CheckResult r;
   // The inputs never change, so one reference run serves the checks of both ka variants.
-  if (s.reference.empty()) s.reference = unpack(s.run_reference());
-  const std::vector<c10::IValue>& want = s.reference;
-  runtime::GraphResult got;
+  if (s.reference.empty()) s.reference = output_leaves(s.run_reference());
+  const std::vector<OutputLeaf>& want = s.reference;
+  runtime::GraphResult got_run;
   try {
-    got = s.run_ka(v == 0, true);
-    got.outputs = unpack(std::move(got.outputs));
+    got_run = s.run_ka(v == 0, true);
   } catch (const NotImplementedError& e) {
     // ka has no kernel for some node or shape: the case is unsupported, not wrong.
     r.refused = true;
     r.detail = e.what();
     return r;
   }
-  s.plans[v] = std::move(got.tasks);
-  if (got.outputs.size() != want.size()) {
-    r.detail = fmt::format("ka returned {} outputs, libtorch {}", got.outputs.size(), want.size());
+  s.plans[v] = std::move(got_run.tasks);
+  const std::vector<OutputLeaf> got = output_leaves(got_run.outputs);
+  if (got.size() != want.size()) {
+    r.detail = fmt::format("ka returned {} outputs, libtorch {} (tensors and values, counted "
+                           "inside tuples, lists and dicts)", got.size(), want.size());
     return r;
   }
   for (std::size_t i = 0; i < want.size(); ++i) {
-    KA_CHECK(want[i].isTensor() && got.outputs[i].isTensor(), "output ", i, " of graph '",
-             s.c.graph, "' is not a tensor; ka-bench compares tensor outputs only");
-    if (!compare(got.outputs[i].toTensor(), want[i].toTensor(), i, s.c.rtol, s.c.atol, r)) {
+    const c10::IValue& w = want[i].value;
+    const c10::IValue& g = got[i].value;
+    if (w.isTensor() && g.isTensor()) {
+      if (!compare(g.toTensor(), w.toTensor(), want[i].label, s.c.rtol, s.c.atol, r)) return r;
+    } else if (!compare_value(g, w, want[i].label, s.c.rtol, r)) {
       return r;
     }
   }
@@ -345,14 +414,16 @@ VariantInfo GraphCase::info(std::size_t v) const {
   info.op = (s.model ? "model:" : "graph:") + s.c.graph;
   for (const GraphInput& in : s.c.inputs) {
     info.shape_key +=
-        (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x");
+        (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x") +
+        (in.dtype == InputDtype::kFloat32 ? "" : std::string(":") + to_string(in.dtype));
   }
   if (!s.reference.empty()) {
     for (const c10::IValue& in : s.inputs) {
       if (in.isTensor()) info.min_bytes += static_cast<double>(in.toTensor().nbytes());
     }
-    for (const c10::IValue& out : s.reference) {
-      if (out.isTensor()) info.min_bytes += static_cast<double>(out.toTensor().nbytes());
+    for (const OutputLeaf& out : s.reference) {
+      if (!out.value.isTensor()) continue;
+      info.min_bytes += static_cast<double>(out.value.toTensor().nbytes());
     }
   }
   if (v >= 2) {

@@ -5,7 +5,10 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
+#include <limits>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -21,6 +24,15 @@ std::string source_name(const std::string& debug_name) {
     if (debug_name[i] < '0' || debug_name[i] > '9') return debug_name;
   }
   return debug_name.substr(0, dot);
+}
+
+// The last non-empty line of `text`: the error itself, after a TorchScript traceback.
+std::string last_line(const std::string& text) {
+  const std::size_t end = text.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos) return text;
+  const std::size_t newline = text.rfind('\n', end);
+  const std::size_t start = newline == std::string::npos ? 0 : newline + 1;
+  return text.substr(start, end + 1 - start);
 }
 
 std::shared_ptr<LoadedModel> load_uncached(const std::string& path) {
@@ -81,6 +93,57 @@ void check_module_inputs(const LoadedModel& model, SuiteCase& c) {
     ordered.push_back(*it);
   }
   c.inputs = std::move(ordered);
+}
+
+at::Tensor make_input(const GraphInput& in, at::Generator& gen) {
+  switch (in.dtype) {
+    case InputDtype::kInt64:
+      return at::randint(in.low, in.high, in.shape, gen, at::TensorOptions().dtype(at::kLong));
+    case InputDtype::kInt32:
+      return at::randint(in.low, in.high, in.shape, gen, at::TensorOptions().dtype(at::kInt));
+    case InputDtype::kBool:
+      return at::randint(0, 2, in.shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
+    case InputDtype::kFloat32:
+      break;
+  }
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  switch (in.fill) {
+    case InputFill::kMask:
+      // One position in five masked, as padding or dropped tokens would be.
+      return at::where(at::rand(in.shape, gen, opts) < 0.2, -1e4, 0.0).to(at::kFloat);
+    case InputFill::kCausal: {
+      const std::int64_t rows = in.shape[in.shape.size() - 2];
+      const std::int64_t cols = in.shape.back();
+      // -inf above the diagonal, as nn.Transformer.generate_square_subsequent_mask makes it.
+      return at::full({rows, cols}, -std::numeric_limits<float>::infinity(), opts)
+          .triu(1)
+          .expand(in.shape)
+          .contiguous();
+    }
+    case InputFill::kRandn:
+      break;
+  }
+  return at::randn(in.shape, gen, opts);
+}
+
+void check_module_runs(const LoadedModel& model, const SuiteCase& c) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  std::vector<c10::IValue> inputs;
+  std::string given;
+  for (const GraphInput& in : c.inputs) {
+    inputs.emplace_back(make_input(in, gen));
+    std::string dims;
+    for (const std::int64_t d : in.shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    given += (given.empty() ? "" : ", ") + in.name + ":" + dims + ":" + to_string(in.dtype);
+  }
+  try {
+    torch::jit::Module m = model.module;
+    (void)m.forward(std::move(inputs));
+  } catch (const std::exception& e) {
+    const auto* error = dynamic_cast<const c10::Error*>(&e);
+    KA_THROW(ValueError, "model '", model.path, "' does not run on the inputs given (", given,
+             "): libtorch says: ", last_line(error ? error->what_without_backtrace() : e.what()));
+  }
 }
 
 std::string describe_inputs(const LoadedModel& model) {

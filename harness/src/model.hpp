@@ -4,6 +4,7 @@
 
 #include <ka/harness/suite.hpp>
 
+#include <ATen/ATen.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -33,6 +34,14 @@ std::shared_ptr<const LoadedModel> load_model(const std::string& path);
 /// nothing else, and puts them in forward's order. Throws ka::ValueError naming the file and
 /// the input (and listing forward's arguments) otherwise, or when an argument is not a Tensor.
 void check_module_inputs(const LoadedModel& model, SuiteCase& c);
+
+/// Runs `model`'s forward once on `c.inputs` (in forward's order, as check_module_inputs
+/// leaves them). Throws ka::ValueError naming the file, the inputs and libtorch's complaint when
+/// it fails: a shape, dtype or range that does not fit the model.
+void check_module_runs(const LoadedModel& model, const SuiteCase& c);
+
+/// A graph case's input tensor: `in`'s shape, dtype and fill, drawn from `gen`.
+at::Tensor make_input(const GraphInput& in, at::Generator& gen);
 
 /// The names of `model`'s inputs, for error messages: "x: Tensor, mask: Tensor".
 std::string describe_inputs(const LoadedModel& model);

@@ -49,9 +49,11 @@ namespace {
 // optional (1.0). A graph case names a template of `graphs:`; every ${NAME} in it is replaced
 // by the case's integer param NAME (a param the template does not use is an error, as it is
 // most likely a typo). `inputs` gives every graph input a shape, either `[d0, d1, ...]` or
-// `{shape: [...], fill: randn|mask|causal}`; inputs are fp32, filled with randn, except that
-// an input named `mask` defaults to fill: mask (0 or -1e4); causal is -inf above the diagonal
-// of its last two dims and 0 elsewhere. `rtol` and `atol` (default 1e-4
+// `{shape: [...], fill: randn|mask|causal, dtype: float32|int64|int32|bool, range: [LOW,
+// HIGH]}`; inputs are fp32, filled with randn, except that an input named `mask` defaults to
+// fill: mask (0 or -1e4); causal is -inf above the diagonal of its last two dims and 0
+// elsewhere. Integer inputs (token ids, positions, a 0/1 attention mask) are uniform in
+// [LOW, HIGH) (default [0, 2)), booleans 0 or 1. `rtol` and `atol` (default 1e-4
 // each) set the correctness check, atol relative to the reference output's root mean square.
 // A module case names an entry of `models:`, a file torch::jit::load reads (made by
 // torch.jit.script or torch.jit.trace and saved); ka-bench freezes it and runs its forward
@@ -194,6 +196,14 @@ std::string instantiate(const std::string& path, const YAML::Node& c, const std:
   return out;
 }
 
+std::optional<InputDtype> input_dtype_named(const std::string& name) {
+  for (const InputDtype d :
+       {InputDtype::kFloat32, InputDtype::kInt64, InputDtype::kInt32, InputDtype::kBool}) {
+    if (name == to_string(d)) return d;
+  }
+  return std::nullopt;
+}
+
 InputFill parse_fill(const std::string& path, const YAML::Node& node, const std::string& input) {
   const std::string fill = node.IsScalar() ? node.Scalar() : "";
   for (const InputFill f : {InputFill::kRandn, InputFill::kMask, InputFill::kCausal}) {
@@ -218,6 +228,28 @@ std::int64_t checked_numel(const std::string& path, const YAML::Mark& mark,
   return numel;
 }
 
+InputDtype parse_input_dtype(const std::string& path, const YAML::Node& node,
+                             const std::string& input) {
+  const std::string dtype = node.IsScalar() ? node.Scalar() : "";
+  if (const auto d = input_dtype_named(dtype)) return *d;
+  fail(path, node.Mark(),
+       "bad dtype '" + dtype + "' for input '" + input + "' (float32, int64, int32 or bool)");
+}
+
+// An integer input's 'range': [LOW, HIGH], values drawn from LOW to HIGH - 1.
+void parse_range(const std::string& path, const YAML::Node& node, GraphInput& in) {
+  const std::string what = "the range of input '" + in.name + "'";
+  if (!node.IsSequence() || node.size() != 2) {
+    fail(path, node.Mark(), what + " must be [LOW, HIGH], e.g. [0, 30522] for token ids");
+  }
+  try {
+    in.low = node[0].as<std::int64_t>();
+    in.high = node[1].as<std::int64_t>();
+  } catch (const YAML::Exception&) {
+    fail(path, node.Mark(), what + " must be two integers, [LOW, HIGH]");
+  }
+}
+
 GraphInput graph_input(const std::string& path, const std::string& name, const YAML::Node& node) {
   GraphInput in;
   in.name = name;
@@ -225,10 +257,20 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
   YAML::Node shape;
   shape.reset(node);
   if (node.IsMap()) {
-    check_keys(path, node, {"shape", "fill"}, "an input");
+    check_keys(path, node, {"shape", "fill", "dtype", "range"}, "an input");
     shape.reset(node["shape"]);
     if (!shape) fail(path, node.Mark(), "input '" + name + "' has no 'shape'");
     if (node["fill"]) in.fill = parse_fill(path, node["fill"], name);
+    if (node["dtype"]) in.dtype = parse_input_dtype(path, node["dtype"], name);
+    if (node["range"]) {
+      if (in.dtype != InputDtype::kInt64 && in.dtype != InputDtype::kInt32) {
+        fail(path, node["range"].Mark(),
+             "input '" + name + "' has a range but is " + to_string(in.dtype) +
+                 "; a range is for dtype int64 or int32");
+      }
+      parse_range(path, node["range"], in);
+    }
+    if (const std::string why = input_kind_error(in); !why.empty()) fail(path, node.Mark(), why);
   } else if (name == "mask") {
     in.fill = InputFill::kMask;
   }
@@ -471,6 +513,51 @@ const char* to_string(InputFill fill) noexcept {
   return "?";
 }
 
+const char* to_string(InputDtype dtype) noexcept {
+  switch (dtype) {
+    case InputDtype::kFloat32:
+      return "float32";
+    case InputDtype::kInt64:
+      return "int64";
+    case InputDtype::kInt32:
+      return "int32";
+    case InputDtype::kBool:
+      return "bool";
+  }
+  return "?";
+}
+
+std::size_t element_bytes(InputDtype dtype) noexcept {
+  switch (dtype) {
+    case InputDtype::kInt64:
+      return 8;
+    case InputDtype::kBool:
+      return 1;
+    case InputDtype::kFloat32:
+    case InputDtype::kInt32:
+      break;
+  }
+  return 4;
+}
+
+std::string input_kind_error(const GraphInput& in) {
+  const bool integers = in.dtype == InputDtype::kInt64 || in.dtype == InputDtype::kInt32;
+  if (in.fill != InputFill::kRandn && in.dtype != InputDtype::kFloat32) {
+    return "input '" + in.name + "' is " + to_string(in.dtype) + ", but fill '" +
+           to_string(in.fill) + "' makes float32 values";
+  }
+  if (integers && in.low >= in.high) {
+    return "the range of input '" + in.name + "' is empty: " + std::to_string(in.low) + " .. " +
+           std::to_string(in.high) + " (values are drawn from LOW to HIGH - 1)";
+  }
+  if (in.dtype == InputDtype::kInt32 &&
+      (in.low < std::numeric_limits<std::int32_t>::min() ||
+       in.high - 1 > std::numeric_limits<std::int32_t>::max())) {
+    return "the range of input '" + in.name + "' does not fit int32";
+  }
+  return "";
+}
+
 std::uint64_t case_tensor_bytes(const SuiteCase& c) {
   constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t elements = 0;
@@ -484,7 +571,12 @@ std::uint64_t case_tensor_bytes(const SuiteCase& c) {
     return n;
   };
   if (c.is_graph()) {
-    for (const GraphInput& in : c.inputs) add(product(in.shape));
+    // In floats' worth (an int64 element counts two, a bool a quarter, rounded up).
+    for (const GraphInput& in : c.inputs) {
+      const std::uint64_t n = product(in.shape);
+      const std::uint64_t bytes = n > kMax / 8 ? kMax : n * element_bytes(in.dtype);
+      add(bytes / sizeof(float) + (bytes % sizeof(float) != 0 ? 1 : 0));
+    }
   } else {
     add(product({c.m, c.k}));
     add(product({c.k, c.n}));
@@ -535,6 +627,74 @@ std::vector<std::string> model_search_path() {
   return search_path("KA_MODELS_DIR", kBuildModelsDir, "models");
 }
 
+namespace {
+
+// The integer range of --input's LOW..HIGH.
+void parse_command_line_range(const std::string& arg, const std::string& text, GraphInput& in) {
+  const std::size_t dots = text.find("..");
+  bool ok = dots != std::string::npos && dots > 0 && dots + 2 < text.size();
+  if (ok) {
+    try {
+      std::size_t used_low = 0;
+      std::size_t used_high = 0;
+      in.low = std::stoll(text.substr(0, dots), &used_low);
+      in.high = std::stoll(text.substr(dots + 2), &used_high);
+      ok = used_low == dots && used_high == text.size() - dots - 2;
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  KA_CHECK(ok, "--input '", arg, "': the range must be LOW..HIGH (values LOW to HIGH - 1), e.g. ",
+           "ids:1x128:int64:0..30522");
+}
+
+// --input NAME:SHAPE[:KIND[:LOW..HIGH]]: KIND a dtype (float32, int64, int32, bool) or a fill of
+// float32 values (randn, mask, causal); LOW..HIGH an integer input's range.
+GraphInput command_line_input(const std::string& arg) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t colon = arg.find(':', start);
+    parts.push_back(arg.substr(start, colon == std::string::npos ? colon : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  KA_CHECK(parts.size() >= 2 && parts.size() <= 4 && !parts[0].empty(), "--input '", arg,
+           "' must be NAME:SHAPE[:KIND[:LOW..HIGH]], e.g. x:1x128x768 or ",
+           "ids:1x128:int64:0..30522");
+  std::string dims = parts[1];
+  KA_CHECK(!dims.empty() && dims.find_first_not_of("0123456789x,") == std::string::npos,
+           "--input '", arg, "': the shape must be sizes separated by x, e.g. 1x128x768");
+  std::replace(dims.begin(), dims.end(), 'x', ',');
+  GraphInput in = graph_input("--input " + arg, parts[0], YAML::Load("[" + dims + "]"));
+  if (parts.size() >= 3) {
+    const std::string& kind = parts[2];
+    in.fill = InputFill::kRandn;
+    if (const auto dtype = input_dtype_named(kind)) {
+      in.dtype = *dtype;
+    } else if (kind == to_string(InputFill::kMask)) {
+      in.fill = InputFill::kMask;
+    } else if (kind == to_string(InputFill::kCausal)) {
+      in.fill = InputFill::kCausal;
+      KA_CHECK(in.shape.size() >= 2, "--input '", arg, "': a causal mask needs 2 dimensions");
+    } else {
+      KA_CHECK(kind == to_string(InputFill::kRandn), "--input '", arg, "': unknown kind '", kind,
+               "' (a dtype: float32, int64, int32, bool; or a fill of float32 values: randn, "
+               "mask, causal)");
+    }
+  }
+  if (parts.size() == 4) {
+    KA_CHECK(in.dtype == InputDtype::kInt64 || in.dtype == InputDtype::kInt32, "--input '", arg,
+             "': a range is for int64 or int32 inputs");
+    parse_command_line_range(arg, parts[3], in);
+  }
+  if (const std::string why = input_kind_error(in); !why.empty()) {
+    KA_THROW(ValueError, "--input '", arg, "': ", why);
+  }
+  return in;
+}
+
+}  // namespace
+
 Suite model_suite(const std::string& file, const std::vector<std::string>& inputs) {
   const std::shared_ptr<const detail::LoadedModel> model = detail::load_model(file);
   Suite suite;
@@ -550,20 +710,14 @@ Suite model_suite(const std::string& file, const std::vector<std::string>& input
   sc.model = file;
   sc.tag = "model";
   for (const std::string& arg : inputs) {
-    const std::size_t colon = arg.rfind(':');
-    KA_CHECK(colon != std::string::npos && colon > 0,
-             "--input '", arg, "' must be NAME:SHAPE, e.g. x:1x128x768");
-    const std::string input = arg.substr(0, colon);
-    std::string dims = arg.substr(colon + 1);
-    KA_CHECK(!dims.empty() && dims.find_first_not_of("0123456789x,") == std::string::npos,
-             "--input '", arg, "': the shape must be sizes separated by x, e.g. 1x128x768");
-    std::replace(dims.begin(), dims.end(), 'x', ',');
+    GraphInput in = command_line_input(arg);
     KA_CHECK(std::none_of(sc.inputs.begin(), sc.inputs.end(),
-                          [&](const GraphInput& g) { return g.name == input; }),
-             "--input '", input, "' is given twice");
-    sc.inputs.push_back(graph_input("--input " + arg, input, YAML::Load("[" + dims + "]")));
+                          [&](const GraphInput& g) { return g.name == in.name; }),
+             "--input '", in.name, "' is given twice");
+    sc.inputs.push_back(std::move(in));
   }
   detail::check_module_inputs(*model, sc);
+  detail::check_module_runs(*model, sc);
   suite.cases.push_back(std::move(sc));
   return suite;
 }

@@ -200,6 +200,40 @@ TEST(Suite, LoadsGraphCasesFromTemplates) {
   EXPECT_EQ(s.cases[3].name, "mm_2x3x4");
 }
 
+TEST(Suite, GraphInputsTakeADtypeAndAnIntegerRange) {
+  const std::string path = write_temp("dtypes", R"(suite: x
+graphs:
+  g: |
+    graph(%ids : Tensor, %keep : Tensor, %pos : Tensor, %x : Tensor):
+      return (%ids, %keep, %pos, %x)
+groups:
+  - model: m
+    cases:
+      - name: c
+        graph: g
+        inputs:
+          ids: {shape: [2, 8], dtype: int64, range: [0, 30522]}
+          keep: {shape: [2, 8], dtype: bool}
+          pos: {shape: [8], dtype: int32}
+          x: {shape: [2, 8, 4], dtype: float32}
+)");
+  const Suite s = load_suite_file(path);
+  fs::remove(path);
+  ASSERT_EQ(s.cases.size(), 1U);
+  const std::vector<GraphInput>& in = s.cases[0].inputs;
+  ASSERT_EQ(in.size(), 4U);
+  EXPECT_EQ(in[0].dtype, InputDtype::kInt64);
+  EXPECT_EQ(in[0].low, 0);
+  EXPECT_EQ(in[0].high, 30522);
+  EXPECT_EQ(in[1].dtype, InputDtype::kBool);
+  EXPECT_EQ(in[2].dtype, InputDtype::kInt32);
+  EXPECT_EQ(in[2].high, 2) << "integers default to 0 and 1";
+  EXPECT_EQ(in[3].dtype, InputDtype::kFloat32);
+  EXPECT_EQ(in[3].fill, InputFill::kRandn);
+  // Sizes in bytes: int64 8, bool 1, int32 and float32 4 per element.
+  EXPECT_EQ(case_tensor_bytes(s.cases[0]), std::uint64_t{16 * 8 + 16 + 8 * 4 + 64 * 4});
+}
+
 TEST(Suite, GraphCaseErrorsNameFileAndLine) {
   const std::string head = R"(suite: x
 graphs:
@@ -241,6 +275,30 @@ groups:
        head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], fill: ones}, "
               "b: [2]}}\n",
        ":11:", "bad fill 'ones' for input 'a'"},
+      {"bad_dtype",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "float16}, b: [2]}}\n",
+       ":11:", "bad dtype 'float16' for input 'a' (float32, int64, int32 or bool)"},
+      {"range_of_floats",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], range: "
+              "[0, 9]}, b: [2]}}\n",
+       ":11:", "input 'a' has a range but is float32"},
+      {"empty_range",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "int64, range: [5, 5]}, b: [2]}}\n",
+       ":11:", "the range of input 'a' is empty: 5 .. 5"},
+      {"bad_range",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "int64, range: [0]}, b: [2]}}\n",
+       ":11:", "the range of input 'a' must be [LOW, HIGH]"},
+      {"int32_range",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "int32, range: [0, 4294967296]}, b: [2]}}\n",
+       ":11:", "the range of input 'a' does not fit int32"},
+      {"masked_ints",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "int64, fill: mask}, b: [2]}}\n",
+       ":11:", "input 'a' is int64, but fill 'mask' makes float32 values"},
       {"unset_param", head + "      - {name: c, graph: g, inputs: {a: [2], b: [2]}}\n",
        ":11:", "uses ${ONE} but the case's 'params' do not set ONE"},
       {"unused_param",

@@ -1,6 +1,7 @@
 // Suites: YAML files of operator cases drawn from real models (suites/*.yaml).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,12 +18,29 @@ enum class InputFill {
 /// "randn", "mask", "causal".
 const char* to_string(InputFill fill) noexcept;
 
-/// One fp32 input tensor of a graph case.
+/// The element type of a graph case's input tensor: fp32 activations, or integers (token ids,
+/// positions, an attention mask of 0/1) and booleans as real models take them.
+enum class InputDtype { kFloat32, kInt64, kInt32, kBool };
+/// "float32", "int64", "int32", "bool".
+const char* to_string(InputDtype dtype) noexcept;
+/// Bytes per element.
+std::size_t element_bytes(InputDtype dtype) noexcept;
+
+/// One input tensor of a graph case.
 struct GraphInput {
   std::string name;  ///< The graph input's name, without '%'.
   std::vector<std::int64_t> shape;
-  InputFill fill = InputFill::kRandn;
+  InputFill fill = InputFill::kRandn;  ///< float32 only
+  InputDtype dtype = InputDtype::kFloat32;
+  /// Integer inputs: values uniform in [low, high) (token ids: [0, the vocabulary's size));
+  /// booleans are 0 or 1.
+  std::int64_t low = 0;
+  std::int64_t high = 2;
 };
+
+/// Why `in`'s dtype, fill and range do not go together (a mask fill of an int64 input, a range
+/// of a float one, an empty range), or empty when they do.
+std::string input_kind_error(const GraphInput& in);
 
 /// One benchmark case: an operator at one shape (`op`), or a TorchScript graph at one set of
 /// input shapes (`graph`, see Note [Suite file format] in suite.cpp).
