@@ -37,6 +37,7 @@
 #include <cmath>
 #include <limits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -1521,6 +1522,15 @@ void print_run_header(const Session& s, const RunSetting& run, const MachineProb
                "whole graph, outputs allocated; {} thread(s) for both (ka's executor and its "
                "kernels' untuned configs)\n",
                s.options.threads);
+    const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+    if (s.options.threads > 1 && (wait_policy == nullptr || *wait_policy == '\0')) {
+      fmt::print(out,
+                 "WARNING: OMP_WAIT_POLICY is unset, so libtorch's OpenMP threads spin after "
+                 "each parallel region while OpenBLAS's own threads run its GEMMs; on few cores "
+                 "a libtorch op that alternates them (nn.TransformerEncoderLayer's fast path, "
+                 "also when ka falls back to it) can take several times longer, in both "
+                 "variants; OMP_WAIT_POLICY=passive avoids it\n");
+    }
   }
   if (!run.allocator.empty()) fmt::print(out, "allocator: {}\n", run.allocator);
 }

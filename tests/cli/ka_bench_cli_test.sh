@@ -247,9 +247,10 @@ case "$case_name" in
     ;;
   model_runs)
     # ka-bench --model: the end-to-end row, then where the time went per operator.
-    "$ka_bench" --model "$models_dir/resnet_block.pt" --input x:1x64x20x20 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    env -u OMP_WAIT_POLICY "$ka_bench" --model "$models_dir/resnet_block.pt" --input x:1x64x20x20 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 0 ] || fail "exit $rc, expected 0"
+    grep -q "^WARNING: OMP_WAIT_POLICY is unset, so libtorch's OpenMP threads spin" "$tmp/out" || fail "no warning about spinning OpenMP threads at 2 threads"
     grep -qE "^resnet_block +resnet_block +\| +[0-9.]+ " "$tmp/out" || fail "no summary row"
     grep -q "^resnet_block: per operator, ka fused, mean of 5 profiled calls" "$tmp/out" || fail "no per-operator table"
     grep -qE "^aten::(conv2d|_convolution) +\[1,64,20,20\],\[64,64,3,3\].* +2 libtorch +[0-9.]+ +[0-9.]+%$" "$tmp/out" || fail "no convolution row"
@@ -298,10 +299,11 @@ case "$case_name" in
     grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "ka's run is not correct"
     grep -q "prim::DictConstruct  nodes \[[0-9]*\]  on libtorch: .*metadata only" "$tmp/out" || fail "the dict must be glue in ka's run, not a reason for the interpreter"
     grep -q "torch::jit interpreter" "$tmp/out" && fail "the graph went to the interpreter"
-    "$ka_bench" --model "$models_dir/token_classifier.pt" --input input_ids:2x16:int64:0..1000 \
+    OMP_WAIT_POLICY=passive "$ka_bench" --model "$models_dir/token_classifier.pt" --input input_ids:2x16:int64:0..1000 \
       --input attention_mask:2x16:int64 --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 0 ] || fail "timed run: exit $rc, expected 0"
+    grep -q "OMP_WAIT_POLICY is unset" "$tmp/out" && fail "the OpenMP warning with OMP_WAIT_POLICY set"
     op=$("$sqlite3" "$tmp/ka.db" "SELECT op || ' ' || shape_key FROM results WHERE impl='ka'")
     [ "$op" = "model:token_classifier input_ids=2x16:int64,attention_mask=2x16:int64" ] || fail "stored op and shape key: '$op'"
     ;;
