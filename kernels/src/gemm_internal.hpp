@@ -78,6 +78,24 @@ using PackA = void (*)(const float* src, std::int64_t s0, std::int64_t s1, std::
 using PackB = void (*)(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
                        std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
                        float* dst);
+// Note [Packing B by rows]
+// A row-major B's panel was packed sliver by sliver: nr columns of every row of the K block,
+// rows ldb apart, so each load touched a new page (12 KiB apart at N = 3072) in an order no
+// hardware prefetcher follows. The ISA packings walk it kPackRowGroup rows at a time across
+// every sliver instead, reading each row front to back; a sliver's few rows are written
+// together.
+constexpr std::int64_t kPackRowGroup = 4;
+/// `rows(s, k, count)` for every group of rows [k, k + count) of a K block `kb` deep and every
+/// sliver s of `cols` columns nr wide, in the order Note [Packing B by rows] gives.
+template <typename Rows>
+inline void for_each_b_row_group(std::int64_t kb, std::int64_t cols, std::int64_t nr,
+                                 Rows&& rows) {
+  for (std::int64_t k = 0; k < kb; k += kPackRowGroup) {
+    const std::int64_t count = kb - k < kPackRowGroup ? kb - k : kPackRowGroup;
+    for (std::int64_t s = 0; s * nr < cols; ++s) rows(s, k, count);
+  }
+}
+
 /// Floats a PackA may write past the packed block (buffers are that much longer).
 constexpr std::int64_t kPackSlack = 8;
 

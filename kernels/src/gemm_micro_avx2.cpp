@@ -201,9 +201,10 @@ void pack_b_transposed_avx2(const float* src, std::int64_t s1, std::int64_t k0, 
 
 namespace {
 
-// B's slivers with unit-stride rows: nr / 8 vector copies per k; a partial sliver's masked
-// loads read only its columns and fill the rest with zeros (the generic packing's
-// std::copy + std::fill per k cost a call per 64 bytes).
+// B's slivers with unit-stride rows, by groups of rows (Note [Packing B by rows]): nr / 8
+// vector copies per row of a sliver; a partial sliver's masked loads read only its columns and
+// fill the rest with zeros (the generic packing's std::copy + std::fill per k cost a call per
+// 64 bytes).
 void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
                  std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
                  float* dst) {
@@ -216,24 +217,26 @@ void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
     return;
   }
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (std::int64_t s = 0; s * nr < cols; ++s) {
-    float* out = dst + s * nr * kb;
-    const float* in = src + k0 * s0 + col0 + s * nr;
+  for_each_b_row_group(kb, cols, nr, [&](std::int64_t s, std::int64_t k, std::int64_t count) {
+    float* out = dst + s * nr * kb + k * nr;
+    const float* in = src + (k0 + k) * s0 + col0 + s * nr;
     const std::int64_t width = std::min(nr, cols - s * nr);
     for (std::int64_t v = 0; v * 8 < nr; ++v) {
       const auto live = static_cast<int>(std::clamp<std::int64_t>(width - v * 8, 0, 8));
       float* o = out + v * 8;
       const float* i = in + v * 8;
       if (live == 8) {
-        for (std::int64_t k = 0; k < kb; ++k) _mm256_storeu_ps(o + k * nr, _mm256_loadu_ps(i + k * s0));
+        for (std::int64_t r = 0; r < count; ++r) {
+          _mm256_storeu_ps(o + r * nr, _mm256_loadu_ps(i + r * s0));
+        }
       } else {
         const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(live), index);
-        for (std::int64_t k = 0; k < kb; ++k) {
-          _mm256_storeu_ps(o + k * nr, _mm256_maskload_ps(i + k * s0, mask));
+        for (std::int64_t r = 0; r < count; ++r) {
+          _mm256_storeu_ps(o + r * nr, _mm256_maskload_ps(i + r * s0, mask));
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace

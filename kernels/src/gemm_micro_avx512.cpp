@@ -100,9 +100,9 @@ void micro_edge(int rows, std::int64_t cols, std::int64_t kc, const float* a, co
   });
 }
 
-// B's slivers with unit-stride rows: nr / 16 vector copies per k (not std::copy's call per
-// 128 bytes); a partial sliver's masked loads read only its columns and fill the rest with
-// zeros.
+// B's slivers with unit-stride rows, by groups of rows (Note [Packing B by rows]): nr / 16
+// vector copies per row of a sliver; a partial sliver's masked loads read only its columns and
+// fill the rest with zeros.
 void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int64_t k0,
                    std::int64_t kb, std::int64_t col0, std::int64_t cols, std::int64_t nr,
                    float* dst) {
@@ -114,23 +114,18 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
     pack_b_generic(src, s0, s1, k0, kb, col0, cols, nr, dst);
     return;
   }
-  for (std::int64_t s = 0; s * nr < cols; ++s) {
-    float* out = dst + s * nr * kb;
-    const float* in = src + k0 * s0 + col0 + s * nr;
+  for_each_b_row_group(kb, cols, nr, [&](std::int64_t s, std::int64_t k, std::int64_t count) {
+    float* out = dst + s * nr * kb + k * nr;
+    const float* in = src + (k0 + k) * s0 + col0 + s * nr;
     const std::int64_t width = std::min(nr, cols - s * nr);
     for (std::int64_t v = 0; v * 16 < nr; ++v) {
       const __mmask16 mask = lanes(width - v * 16);
-      float* o = out + v * 16;
-      const float* i = in + v * 16;
-      if (mask == 0xFFFF) {
-        for (std::int64_t k = 0; k < kb; ++k) _mm512_storeu_ps(o + k * nr, _mm512_loadu_ps(i + k * s0));
-      } else {
-        for (std::int64_t k = 0; k < kb; ++k) {
-          _mm512_storeu_ps(o + k * nr, _mm512_maskz_loadu_ps(mask, i + k * s0));
-        }
+      for (std::int64_t r = 0; r < count; ++r) {
+        const __m512 row = _mm512_maskz_loadu_ps(mask, in + r * s0 + v * 16);
+        _mm512_storeu_ps(out + r * nr + v * 16, row);
       }
     }
-  }
+  });
 }
 
 template <int V>
