@@ -20,8 +20,8 @@ namespace {
 // accumulators plus V vectors of B and one broadcast: at most 6 rows over 16 columns (12
 // accumulators, the packed micro-kernel's budget) or 2 rows over 32. Taller M runs its rows
 // in balanced groups (M = 16: 6 + 5 + 5), each walking all the pass's columns; the pass's rows
-// of B (kSkinnyRowsPerPass x the task's columns, at most 64 KiB) are still in L1 or L2 for the
-// second and third group, so B is read from memory once.
+// of B (kSkinnyRowsPerPass, or kLongPassRows, x the task's columns) are still in L1 or L2 for
+// the second and third group, so B is read from memory once.
 
 // Note [No prefetch on the AVX2 skinny path]
 // The AVX-512 path prefetches the next pass's rows while it reads this one's. On Zen 3 (the
@@ -102,6 +102,15 @@ constexpr std::array<SkinnyGroupKernel, kMaxGroupRows> kNarrow = {
     &group_x_columns<4, 2>, &group_x_columns<5, 2>, &group_x_columns<6, 2>};
 constexpr std::array<SkinnyGroupKernel, 2> kWide = {&group_x_columns<1, 4>, &group_x_columns<2, 4>};
 
+// Note [AVX2 long skinny passes]
+// Each pass ends by adding every group's accumulators to C: over 8 rows of B, one C load and
+// store per 8 FMAs per accumulator. Where M takes several groups (M > 6, compute-bound), passes
+// of 16 rows halve that traffic, as long as the pass (read again by the second and third
+// group, Note [AVX2 skinny row groups]) stays within kLongPassBytes, half of Zen 3's 512 KiB
+// L2. The figures are in the commit body.
+constexpr std::int64_t kLongPassRows = 16;
+constexpr std::int64_t kLongPassBytes = std::int64_t{256} << 10;
+
 // The vector type of skinny_dot_columns.
 struct Avx2Floats {
   using T = __m256;
@@ -137,7 +146,12 @@ void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64
     return wide ? kWide[static_cast<std::size_t>(rows - 1)]
                 : kNarrow[static_cast<std::size_t>(rows - 1)];
   };
-  run_skinny_groups<kSkinnyRowsPerPass>(s, col_begin, col_end, kMaxGroupRows, kernel_for);
+  const std::int64_t pass_bytes = kLongPassRows * (col_end - col_begin) * 4;
+  if (s.m > kMaxGroupRows && pass_bytes <= kLongPassBytes) {  // Note [AVX2 long skinny passes]
+    run_skinny_groups<kLongPassRows>(s, col_begin, col_end, kMaxGroupRows, kernel_for);
+  } else {
+    run_skinny_groups<kSkinnyRowsPerPass>(s, col_begin, col_end, kMaxGroupRows, kernel_for);
+  }
 }
 
 }  // namespace ka::kernels::detail

@@ -374,7 +374,7 @@ TEST(GemmCpu, SkinnyPathMatchesLibtorch) {
   // Rows 1..16 cover every strip width and row grouping (AVX-512: 64 columns up to 4 rows, then
   // groups of up to 8 over 48; AVX2: 32 columns up to 2 rows, then groups of up to 6 over 16)
   // and odd row counts; N covers strip and task tails (masked vectors); K covers tails of the
-  // 8- and 32-row passes (the next pass's prefetch stops before the end).
+  // 8-, 16- and 32-row passes (the next pass's prefetch stops before the end).
   const std::vector<Shape> shapes = {{1, 1, 1},    {1, 300, 70},  {2, 513, 129},  {3, 40, 45},
                                      {4, 9, 200},  {5, 64, 64},   {6, 7, 1000},   {7, 260, 33},
                                      {8, 33, 95},  {9, 17, 47},   {12, 20, 17},   {13, 1000, 96},
