@@ -35,12 +35,6 @@ std::shared_ptr<torch::jit::Graph> parse(const SuiteCase& c) {
   }
 }
 
-std::string dims_text(at::IntArrayRef sizes, const char* sep) {
-  std::string s;
-  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? sep : "") + std::to_string(sizes[i]);
-  return s;
-}
-
 // One value a graph returns, with where it sits in the outputs: "output 1", "output
 // 0['logits']", "output 2[0]".
 struct OutputLeaf {

@@ -8,8 +8,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -95,6 +95,12 @@ void check_module_inputs(const LoadedModel& model, SuiteCase& c) {
   c.inputs = std::move(ordered);
 }
 
+std::string dims_text(at::IntArrayRef sizes, const char* sep) {
+  std::string s;
+  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? sep : "") + std::to_string(sizes[i]);
+  return s;
+}
+
 at::Tensor make_input(const GraphInput& in, at::Generator& gen) {
   switch (in.dtype) {
     case InputDtype::kInt64:
@@ -132,9 +138,8 @@ void check_module_runs(const LoadedModel& model, const SuiteCase& c) {
   std::string given;
   for (const GraphInput& in : c.inputs) {
     inputs.emplace_back(make_input(in, gen));
-    std::string dims;
-    for (const std::int64_t d : in.shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-    given += (given.empty() ? "" : ", ") + in.name + ":" + dims + ":" + to_string(in.dtype);
+    given += (given.empty() ? "" : ", ") + in.name + ":" + dims_text(in.shape, "x") + ":" +
+             to_string(in.dtype);
   }
   try {
     torch::jit::Module m = model.module;

@@ -40,6 +40,9 @@ void check_module_inputs(const LoadedModel& model, SuiteCase& c);
 /// it fails: a shape, dtype or range that does not fit the model.
 void check_module_runs(const LoadedModel& model, const SuiteCase& c);
 
+/// Sizes joined by `sep`: "1x128x768" with "x".
+std::string dims_text(at::IntArrayRef sizes, const char* sep);
+
 /// A graph case's input tensor: `in`'s shape, dtype and fill, drawn from `gen`.
 at::Tensor make_input(const GraphInput& in, at::Generator& gen);
 
