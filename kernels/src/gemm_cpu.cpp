@@ -583,14 +583,16 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 // Note [Skinny column tasks]
 // A skinny task reads each row of B (row-major) as one stream across its columns, and a
 // longer stream reads faster, so the heuristic gives each thread one task, as wide as the
-// path reads well. The AVX-512 path, which prefetches the next pass, was measured up to
-// 2048 columns (on Zen 5) and its tasks stay at most that wide (a power of two, like the
-// tunable's candidates). The AVX2 path, without prefetches (Note [No prefetch on the AVX2
-// skinny path]), kept reading faster with wider tasks on Zen 3 up to a whole N, so it takes
+// path reads well. The AVX2 path, without prefetches (Note [No prefetch on the AVX2 skinny
+// path]), kept reading faster with wider tasks on Zen 3 up to a whole N, so it takes
 // N / threads, rounded up to 64 columns so the threads get equal shares, in tasks of at most
 // kWidestSkinnyTask columns (more tasks per thread, as few as that allows, where N is wider).
-// A transposed B (Note [Skinny dot products]) takes the same tasks. The measurements are in
-// the bodies of commits c4712ea and e393edb.
+// So does the AVX-512 path up to kSkinnyStreamRows rows, where it reads B at memory speed
+// (measured on an Intel Xeon). With more rows its groups read each pass of 32 rows again
+// (Note [Longer AVX-512 skinny passes]), which wider tasks push out of L2, so those tasks stay
+// at most 2048 columns wide (a power of two, like the tunable's candidates), as measured on
+// Zen 5. A transposed B (Note [Skinny dot products]) takes the same tasks. The measurements
+// are in the bodies of commits c4712ea, e393edb and the one adding kSkinnyStreamRows.
 // The skinny paths pack no B and ignore tile_k (canonical_gemm_point drops it), but the
 // space's packed-panel constraint (tile_n x tile_k x 4 <= 2 MiB) is checked on every point:
 // skinny defaults wider than 2048 set tile_k to its smallest candidate, 64, which admits
@@ -598,10 +600,12 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 // the space, and so reshuffle every seeded random sweep.)
 constexpr std::int64_t kSkinnyWideTileK = 64;
 constexpr std::int64_t kWidestSkinnyTask = kMaxPackedB / (4 * kSkinnyWideTileK);
+// Up to this many rows of A the AVX-512 skinny path streams B in tasks as wide as AVX2's.
+constexpr std::int64_t kSkinnyStreamRows = 4;
 
-std::int64_t skinny_task_cols(std::int64_t n, std::int64_t hw) {
+std::int64_t skinny_task_cols(std::int64_t m, std::int64_t n, std::int64_t hw) {
   const std::int64_t threads = std::max<std::int64_t>(hw, 1);
-  if (std::string_view(active_micro_kernel().isa) == "avx2") {
+  if (std::string_view(active_micro_kernel().isa) == "avx2" || m <= kSkinnyStreamRows) {
     std::int64_t parts = threads;
     while (round_up(ceil_div(n, parts), 64) > kWidestSkinnyTask) parts += threads;
     return round_up(ceil_div(n, parts), 64);
@@ -659,7 +663,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   if (skinny_ok && s.m <= detail::kSkinnyMaxRows && (!tiny || long_read)) {
     point.set("skinny", 1);
     point.set("tile_m", round_up(std::max<std::int64_t>(s.m, 1), detail::kMicroRows));
-    const std::int64_t cols = skinny_task_cols(n, hw);
+    const std::int64_t cols = skinny_task_cols(s.m, n, hw);
     point.set("tile_n", cols);
     // Wider than a 256-deep packed panel allows: Note [Skinny column tasks].
     if (cols * kTileK * 4 > kMaxPackedB) point.set("tile_k", kSkinnyWideTileK);
