@@ -270,7 +270,6 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
       }
       parse_range(path, node["range"], in);
     }
-    if (const std::string why = input_kind_error(in); !why.empty()) fail(path, node.Mark(), why);
   } else if (name == "mask") {
     in.fill = InputFill::kMask;
   }
@@ -301,9 +300,7 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
          "input '" + name + "' has " + std::to_string(numel) +
              " elements, more than the limit of 2^31 (2147483648)");
   }
-  if (in.fill == InputFill::kCausal && in.shape.size() < 2) {
-    fail(path, shape.Mark(), "input '" + name + "' with fill: causal needs at least 2 dimensions");
-  }
+  if (const std::string why = input_kind_error(in); !why.empty()) fail(path, node.Mark(), why);
   return in;
 }
 
@@ -546,6 +543,9 @@ std::string input_kind_error(const GraphInput& in) {
     return "input '" + in.name + "' is " + to_string(in.dtype) + ", but fill '" +
            to_string(in.fill) + "' makes float32 values";
   }
+  if (in.fill == InputFill::kCausal && in.shape.size() < 2) {
+    return "input '" + in.name + "' with fill: causal needs at least 2 dimensions";
+  }
   if (integers && in.low >= in.high) {
     return "the range of input '" + in.name + "' is empty: " + std::to_string(in.low) + " .. " +
            std::to_string(in.high) + " (values are drawn from LOW to HIGH - 1)";
@@ -675,7 +675,6 @@ GraphInput command_line_input(const std::string& arg) {
       in.fill = InputFill::kMask;
     } else if (kind == to_string(InputFill::kCausal)) {
       in.fill = InputFill::kCausal;
-      KA_CHECK(in.shape.size() >= 2, "--input '", arg, "': a causal mask needs 2 dimensions");
     } else {
       KA_CHECK(kind == to_string(InputFill::kRandn), "--input '", arg, "': unknown kind '", kind,
                "' (a dtype: float32, int64, int32, bool; or a fill of float32 values: randn, "

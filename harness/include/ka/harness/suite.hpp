@@ -38,8 +38,8 @@ struct GraphInput {
   std::int64_t high = 2;
 };
 
-/// Why `in`'s dtype, fill and range do not go together (a mask fill of an int64 input, a range
-/// of a float one, an empty range), or empty when they do.
+/// Why `in`'s dtype, fill, range and shape do not go together (a mask fill of an int64 input,
+/// an empty range, a causal mask of one dimension), or empty when they do.
 std::string input_kind_error(const GraphInput& in);
 
 /// One benchmark case: an operator at one shape (`op`), or a TorchScript graph at one set of
