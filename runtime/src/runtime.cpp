@@ -449,15 +449,14 @@ Runtime::InterpretedGraph Runtime::interpret(torch::jit::Graph& graph, std::stri
   InterpretedGraph g;
   g.code = std::make_shared<const torch::jit::Code>(graph.copy(), "ka_fallback");
   g.nodes = static_cast<std::size_t>(std::distance(graph.nodes().begin(), graph.nodes().end()));
-  g.inputs = graph.inputs().size();
   g.why = std::move(why);
   return g;
 }
 
 GraphResult Runtime::run_in_interpreter(const InterpretedGraph& graph,
                                         const std::vector<c10::IValue>& inputs) {
-  KA_CHECK(inputs.size() == graph.inputs, "graph takes ", graph.inputs, " inputs, got ",
-           inputs.size());
+  KA_CHECK(inputs.size() == graph.code->num_inputs(), "graph takes ", graph.code->num_inputs(),
+           " inputs, got ", inputs.size());
   log().debug("graph runs in libtorch's interpreter: {}", graph.why);
   GraphResult r;
   extractor::TaskPlan plan;

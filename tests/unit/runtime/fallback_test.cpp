@@ -9,6 +9,7 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/jit.h>
 
 #include <algorithm>
@@ -716,7 +717,7 @@ def f(x: Tensor, n: int):
   std::string why;
   ASSERT_FALSE(Runtime::try_lower(*s.graph, {at::ones({2, 2}), 3}, why).has_value());
   const Runtime::InterpretedGraph compiled = Runtime::interpret(*s.graph, why);
-  EXPECT_EQ(compiled.inputs, 2U);
+  EXPECT_EQ(compiled.code->num_inputs(), 2U);
   for (const std::int64_t n : {0, 1, 4}) {
     SCOPED_TRACE("n = " + std::to_string(n));
     const std::vector<c10::IValue> inputs = {at::randn({3, 5}), n};

@@ -100,7 +100,6 @@ class Runtime {
   struct InterpretedGraph {
     std::shared_ptr<const torch::jit::Code> code;
     std::size_t nodes = 0;
-    std::size_t inputs = 0;
     std::string why;  ///< why ka cannot lower it (try_lower's reason)
   };
   /// Compiles `graph` (a copy of it) for run_in_interpreter.
