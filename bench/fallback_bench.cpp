@@ -1,8 +1,12 @@
-// What a fallback task costs (Note [Fallback nodes]): a graph of 8 tiny aten::view nodes, each
-// followed by an aten::transpose (16 nodes), none of which ka serves, run through ka's extractor (lowered once,
-// as a program that keeps its lowered graph runs it), against libtorch's interpreter on the
-// same graph and against calling at::view / at::transpose directly. The counter ns_per_node
-// is each variant's time per node; ka's target is at most 2 us more per node than libtorch's.
+// What a graph node costs ka beyond its kernel, run through ka's extractor (lowered once, as a
+// program that keeps its lowered graph runs it) against libtorch's interpreter on the same
+// graph. The counter ns_per_node is each variant's time per node.
+//  - Fallback tasks (Note [Fallback nodes]): 8 tiny aten::view nodes, each followed by an
+//    aten::transpose (16 nodes), none of which ka serves; also at::view / at::transpose called
+//    directly. ka's target is at most 2 us more per node than libtorch's.
+//  - ka's own tasks: a small block on 4 x 32 floats (linear, relu, add, linear, softmax: 4
+//    tasks fused), where the kernels take well under a microsecond and what is timed is
+//    extraction, the executor's hand-offs and allocation.
 //
 //   ka_fallback_bench --benchmark_repetitions=5 --benchmark_min_time=0.2
 #include <ka/extractor/extractor.hpp>
@@ -39,9 +43,9 @@ std::shared_ptr<torch::jit::Graph> views_graph() {
   return graph;
 }
 
-void per_node(benchmark::State& state) {
+void per_node(benchmark::State& state, int nodes = 2 * kPairs) {
   state.counters["ns_per_node"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * 2 * kPairs,
+      static_cast<double>(state.iterations()) * nodes,
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
@@ -75,6 +79,52 @@ void BM_Libtorch_DirectViews(benchmark::State& state) {
   per_node(state);
 }
 BENCHMARK(BM_Libtorch_DirectViews);
+
+constexpr int kTinyNodes = 5;
+
+std::shared_ptr<torch::jit::Graph> tiny_tasks_graph() {
+  const std::string ir = R"IR(graph(%x : Tensor, %y : Tensor, %w1 : Tensor, %b1 : Tensor,
+      %w2 : Tensor, %b2 : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %last : int = prim::Constant[value=-1]()
+  %none : NoneType = prim::Constant()
+  %h0 : Tensor = aten::linear(%x, %w1, %b1)
+  %h1 : Tensor = aten::relu(%h0)
+  %h : Tensor = aten::add(%h1, %y, %one)
+  %z : Tensor = aten::linear(%h, %w2, %b2)
+  %p : Tensor = aten::softmax(%z, %last, %none)
+  return (%h, %p)
+)IR";
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(ir, graph.get());
+  return graph;
+}
+
+std::vector<c10::IValue> tiny_tasks_inputs() {
+  return {at::randn({4, 32}), at::randn({4, 32}), at::randn({32, 32}),
+          at::randn({32}),    at::randn({16, 32}), at::randn({16})};
+}
+
+void BM_Ka_TinyTasks(benchmark::State& state) {
+  const auto graph = tiny_tasks_graph();
+  ka::runtime::Runtime rt;
+  ka::extractor::OpGraph g = ka::runtime::Runtime::lower(*graph, tiny_tasks_inputs());
+  for (auto _ : state) benchmark::DoNotOptimize(rt.extractor().run_graph(g));
+  per_node(state, kTinyNodes);
+}
+BENCHMARK(BM_Ka_TinyTasks);
+
+void BM_Libtorch_InterpreterTinyTasks(benchmark::State& state) {
+  const torch::jit::Code code(tiny_tasks_graph(), "tiny_tasks");
+  const std::vector<c10::IValue> inputs = tiny_tasks_inputs();
+  for (auto _ : state) {
+    std::vector<c10::IValue> stack = inputs;
+    torch::jit::InterpreterState(code).run(stack);
+    benchmark::DoNotOptimize(stack);
+  }
+  per_node(state, kTinyNodes);
+}
+BENCHMARK(BM_Libtorch_InterpreterTinyTasks);
 
 }  // namespace
 

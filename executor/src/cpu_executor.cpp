@@ -34,6 +34,19 @@ struct CpuExecutor::Node {
   std::vector<Listing> listings;
 };
 
+// Note [Waking helpers]
+// A thread that makes blocks ready and then goes on running blocks (a worker, a thread in
+// wait or wait_all, run_batch's caller) takes one of them itself; only the rest want another
+// thread. Waking a sleeping one costs both a futex call and a context switch, several
+// microseconds on a VM, more than a small task's kernel: a chain of one-block tasks woke the
+// worker at every step, and it found nothing the finishing thread was not about to take. So
+// the threads woken are the ready slots (over ready tasks, the blocks another thread could
+// claim now: blocks left, at most the task's thread limit less the threads on it) less one
+// where the thread that made them ready helps, at most as many as sleep. A sleeping worker
+// is woken before a waiting caller; a caller in wait_all is woken for its own sake only when
+// nothing is left in flight, one in wait(id) whenever a task finishes. Every ready block still
+// finds a thread: the one that made it ready runs blocks until none is left, or woke one.
+
 // Note [Hazard index]
 // A task depends on every unfinished earlier task one of whose ranges conflicts with one of
 // its own (overlap, and one of the two writes). Comparing it with every task in flight made a
@@ -155,7 +168,31 @@ void CpuExecutor::release_locked(Node* n) {
   } else {
     ready_.emplace(-n->task.priority, n->seq, n);
     n->in_ready = true;
-    work_cv_.notify_all();
+  }
+}
+
+int CpuExecutor::ready_slots_locked(int at_most) const {
+  int slots = 0;
+  for (auto it = ready_.begin(); it != ready_.end() && slots < at_most; ++it) {
+    const Node* n = std::get<2>(*it);
+    const std::int64_t left = n->task.cpu.blocks - n->next_block;
+    const std::int64_t free_threads = n->task.cpu.threads - n->active;
+    slots += static_cast<int>(std::max<std::int64_t>(0, std::min(left, free_threads)));
+  }
+  return std::min(slots, at_most);
+}
+
+void CpuExecutor::wake_helpers_locked(bool caller_helps) {
+  const int sleeping = sleeping_workers_ + sleeping_waiters_;
+  if (sleeping == 0) return;
+  const int wanted = ready_slots_locked(sleeping + 1) - (caller_helps ? 1 : 0);
+  for (int i = 0; i < std::min(wanted, sleeping_workers_); ++i) {
+    work_cv_.notify_one();
+    ++wakes_;
+  }
+  if (wanted > sleeping_workers_ && sleeping_waiters_ > 0) {
+    done_cv_.notify_all();
+    ++wakes_;
   }
 }
 
@@ -165,12 +202,26 @@ std::uint64_t CpuExecutor::submit(KernelTask task) {
   Node* n = enqueue_locked(std::move(task));
   const std::uint64_t id = n->task.id;
   release_locked(n);
+  wake_helpers_locked(false);
   return id;
 }
 
 std::vector<std::uint64_t> CpuExecutor::submit_batch(std::vector<KernelTask> tasks) {
   for (const KernelTask& t : tasks) check_cpu_task(t);
   std::lock_guard<std::mutex> lock(mutex_);
+  return submit_batch_locked(std::move(tasks), false);
+}
+
+std::vector<std::uint64_t> CpuExecutor::run_batch(std::vector<KernelTask> tasks) {
+  for (const KernelTask& t : tasks) check_cpu_task(t);
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::vector<std::uint64_t> ids = submit_batch_locked(std::move(tasks), true);
+  wait_all_locked(lock);
+  return ids;
+}
+
+std::vector<std::uint64_t> CpuExecutor::submit_batch_locked(std::vector<KernelTask> tasks,
+                                                            bool caller_helps) {
   std::vector<Node*> nodes;
   std::vector<std::uint64_t> ids;
   for (KernelTask& t : tasks) {
@@ -184,6 +235,7 @@ std::vector<std::uint64_t> CpuExecutor::submit_batch(std::vector<KernelTask> tas
     if (n->pending == 0) roots.push_back(n);
   }
   for (Node* n : roots) release_locked(n);
+  wake_helpers_locked(caller_helps);
   return ids;
 }
 
@@ -239,6 +291,7 @@ bool CpuExecutor::run_one_block(std::unique_lock<std::mutex>& lock) {
       if (error) n->error = error;
     }
     finish(*n);
+    wake_helpers_locked(true);  // this thread goes on running blocks
   }
   return true;
 }
@@ -278,22 +331,34 @@ void CpuExecutor::finish(Node& first) {
       }
     }
   }
-  work_cv_.notify_all();
-  done_cv_.notify_all();
+  // Waiters in wait_all want the end; one in wait(id) may be waiting for any task.
+  if (sleeping_waiters_ > 0 && (in_flight_.empty() || id_waiters_ > 0)) done_cv_.notify_all();
 }
 
 void CpuExecutor::worker_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {
-    if (!run_one_block(lock)) work_cv_.wait(lock);
+    if (!run_one_block(lock)) {
+      ++sleeping_workers_;
+      work_cv_.wait(lock);
+      --sleeping_workers_;
+    }
   }
+}
+
+void CpuExecutor::sleep_waiting_locked(std::unique_lock<std::mutex>& lock) {
+  ++sleeping_waiters_;
+  done_cv_.wait(lock);
+  --sleeping_waiters_;
 }
 
 void CpuExecutor::wait(std::uint64_t id) {
   std::unique_lock<std::mutex> lock(mutex_);
+  ++id_waiters_;
   while (in_flight_ids_.count(id) != 0) {
-    if (!run_one_block(lock)) done_cv_.wait(lock);
+    if (!run_one_block(lock)) sleep_waiting_locked(lock);
   }
+  --id_waiters_;
   const auto failed = std::find_if(failed_.begin(), failed_.end(),
                                    [&](const auto& f) { return f.first == id; });
   if (failed != failed_.end()) {
@@ -306,8 +371,12 @@ void CpuExecutor::wait(std::uint64_t id) {
 
 void CpuExecutor::wait_all() {
   std::unique_lock<std::mutex> lock(mutex_);
+  wait_all_locked(lock);
+}
+
+void CpuExecutor::wait_all_locked(std::unique_lock<std::mutex>& lock) {
   while (!in_flight_.empty()) {
-    if (!run_one_block(lock)) done_cv_.wait(lock);
+    if (!run_one_block(lock)) sleep_waiting_locked(lock);
   }
   if (first_error_) {
     std::exception_ptr e = first_error_;
@@ -331,6 +400,11 @@ std::vector<std::uint64_t> CpuExecutor::dependencies_of(std::uint64_t id) const 
 std::uint64_t CpuExecutor::hazard_comparisons() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return hazard_comparisons_;
+}
+
+std::uint64_t CpuExecutor::wakes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return wakes_;
 }
 
 std::size_t CpuExecutor::in_flight() const {

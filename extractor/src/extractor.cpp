@@ -1095,9 +1095,8 @@ void submit_and_wait(Extractor::Impl& impl, executor::CpuExecutor& cpu,
     plans.push_back(std::move(ex.plan));
   }
   tasks.clear();
-  const std::vector<std::uint64_t> ids = cpu.submit_batch(std::move(cpu_tasks));
+  const std::vector<std::uint64_t> ids = cpu.run_batch(std::move(cpu_tasks));
   for (std::size_t i = 0; i < ids.size(); ++i) plans[cpu_plan[i]].task_id = ids[i];
-  cpu.wait_all();
   if (any_cuda) impl.cuda_exec(Device::cuda(0)).synchronize();
   for (std::size_t i = first; i < plans.size(); ++i) {
     TaskPlan& p = plans[i];

@@ -265,6 +265,92 @@ TEST(CpuExecutor, FinishedSingleBlockTasksLeaveNoDanglingReadyEntries) {
   EXPECT_EQ(ex.in_flight(), 0U);
 }
 
+// Note [Waking helpers]: the thread that finishes a one-block task runs the next one itself,
+// so a chain run by run_batch wakes no other thread (it woke one per task).
+TEST(CpuExecutor, RunBatchRunsAChainWithoutWakingAThread) {
+  CpuExecutor ex(3);
+  std::atomic<int> clock{0};
+  std::vector<float> x(1, 0.0F);
+  std::vector<Stamps> stamps(50);
+  std::vector<KernelTask> chain;
+  for (std::size_t i = 0; i < stamps.size(); ++i) {
+    chain.push_back(probe_task({&clock, &stamps[i].start, &stamps[i].end, &x,
+                                static_cast<float>(i), 0},
+                               1, 1, {range_of(x, Access::kReadWrite)}, "link"));
+  }
+  const std::uint64_t before = ex.wakes();
+  ex.run_batch(std::move(chain));
+  EXPECT_EQ(ex.wakes(), before);
+  EXPECT_EQ(x[0], 49.0F);
+  for (std::size_t i = 1; i < stamps.size(); ++i) {
+    EXPECT_GT(stamps[i].start.load(), stamps[i - 1].end.load()) << i;
+  }
+}
+
+// Blocks that each wait for every other block of their task, as a kernel whose threads meet at
+// a barrier would: the task finishes only if as many threads as it may use run it at once.
+struct Meeting {
+  std::atomic<int>* arrived;
+  int blocks;
+  std::atomic<bool>* met_all;
+};
+
+void meet_block(const Meeting& m, std::int64_t /*block*/) {
+  m.arrived->fetch_add(1);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (m.arrived->load() < m.blocks) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      m.met_all->store(false);
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
+
+KernelTask meeting_task(const Meeting& m) {
+  KernelTask t;
+  t.device = Device::cpu();
+  t.label = "meeting";
+  t.cpu.bind<Meeting, &meet_block>(m, m.blocks, m.blocks);
+  return t;
+}
+
+// However the ready blocks appear (submitted with the caller helping or not, made ready by a
+// task that finishes on another thread), every thread they may use is woken for them.
+TEST(CpuExecutor, ReadyBlocksWakeTheThreadsTheyMayUse) {
+  for (int threads : {2, 3}) {
+    CpuExecutor ex(threads);
+    std::atomic<int> arrived{0};
+    std::atomic<bool> met{true};
+    const Meeting m{&arrived, threads, &met};
+    std::vector<KernelTask> batch;
+    batch.push_back(meeting_task(m));
+    ex.run_batch(std::move(batch));
+    EXPECT_TRUE(met.load()) << threads << " threads, run_batch";
+
+    arrived = 0;
+    ex.wait(ex.submit(meeting_task(m)));
+    EXPECT_TRUE(met.load()) << threads << " threads, submit then wait";
+
+    // A one-block task before it on the same buffer: the meeting becomes ready when that task
+    // finishes, on whichever thread ran it.
+    arrived = 0;
+    std::atomic<int> clock{0};
+    std::vector<float> x(1, 0.0F);
+    Stamps st;
+    KernelTask first = probe_task({&clock, &st.start, &st.end, &x, 1.0F, 100}, 1, 1,
+                                  {range_of(x, Access::kWrite)}, "first");
+    KernelTask second = meeting_task(m);
+    second.ranges = {range_of(x, Access::kRead)};
+    std::vector<KernelTask> pair;
+    pair.push_back(std::move(first));
+    pair.push_back(std::move(second));
+    ex.submit_batch(std::move(pair));
+    ex.wait_all();
+    EXPECT_TRUE(met.load()) << threads << " threads, made ready by a finishing task";
+  }
+}
+
 // The default executor follows the CPU kernels' thread limit (ka-bench --threads N caps graph
 // runs with it); an explicit count is kept.
 TEST(CpuExecutor, DefaultThreadsFollowTheKernelsThreadLimit) {

@@ -54,6 +54,11 @@ class CpuExecutor {
   /// Queues several tasks at once (a graph): dependencies among them are computed before any
   /// of them starts, so they do not depend on timing. Returns their ids in order.
   std::vector<std::uint64_t> submit_batch(std::vector<KernelTask> tasks);
+  /// submit_batch() then wait_all(), the calling thread running blocks from the start, so the
+  /// blocks it will take wake no other thread (Note [Waking helpers] in cpu_executor.cpp):
+  /// for a caller with nothing else to do while the tasks run. Returns their ids in order;
+  /// rethrows the first error as wait_all() does.
+  std::vector<std::uint64_t> run_batch(std::vector<KernelTask> tasks);
   /// Blocks (helping) until task `id` finished; rethrows its error (a task whose input came
   /// from a failed task fails with that task's error without running). Unknown or already
   /// finished ids return at once.
@@ -73,6 +78,9 @@ class CpuExecutor {
   /// tasks submitted and their dependencies, never with the square of the tasks in flight
   /// (for tests that guard against a quadratic regression without timing).
   [[nodiscard]] std::uint64_t hazard_comparisons() const;
+  /// Times a sleeping thread was woken to run ready blocks since the executor was made (for
+  /// tests that check a chain of one-block tasks wakes none).
+  [[nodiscard]] std::uint64_t wakes() const;
   /// Tasks submitted and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
 
@@ -84,6 +92,15 @@ class CpuExecutor {
   bool run_one_block(std::unique_lock<std::mutex>& lock);
   void finish(Node& node);
   Node* pick_ready();
+  std::vector<std::uint64_t> submit_batch_locked(std::vector<KernelTask> tasks, bool caller_helps);
+  void wait_all_locked(std::unique_lock<std::mutex>& lock);
+  // Blocks in wait or wait_all until a task finishes or help is wanted. mutex_ held.
+  void sleep_waiting_locked(std::unique_lock<std::mutex>& lock);
+  // Blocks another thread could claim now, counted up to at_most. mutex_ held.
+  int ready_slots_locked(int at_most) const;
+  // Wakes sleeping threads for the ready blocks; `caller_helps`: the calling thread goes on
+  // to run one. See Note [Waking helpers]. mutex_ held.
+  void wake_helpers_locked(bool caller_helps);
   // Adds a task to in_flight_ with its dependencies; returns it. mutex_ held.
   Node* enqueue_locked(KernelTask task);
   void release_locked(Node* n);
@@ -110,13 +127,14 @@ class CpuExecutor {
 
   std::vector<std::thread> workers_;
   mutable std::mutex mutex_;
-  std::condition_variable work_cv_;  // new ready blocks, or stop
-  std::condition_variable done_cv_;  // a task finished
+  std::condition_variable work_cv_;  // ready blocks want a worker, or stop
+  std::condition_variable done_cv_;  // the tasks waited for finished, or help is wanted
   std::unordered_map<const Node*, std::unique_ptr<Node>> in_flight_;
   std::unordered_map<std::uint64_t, int> in_flight_ids_;  // id -> tasks in flight with it
   RangeIndex ranges_;
   std::size_t max_range_bytes_ = 0;  // of the ranges in ranges_ (reset when it empties)
   std::uint64_t hazard_comparisons_ = 0;
+  std::uint64_t wakes_ = 0;
   std::uint64_t next_seq_ = 1;  // submission order
   // Ready tasks by (-priority, submission order).
   std::set<std::tuple<int, std::uint64_t, Node*>> ready_;
@@ -125,6 +143,9 @@ class CpuExecutor {
   std::uint64_t next_id_ = 1;
   std::deque<std::pair<std::uint64_t, std::exception_ptr>> failed_;  // bounded
   std::exception_ptr first_error_;
+  int sleeping_workers_ = 0;  // in work_cv_.wait
+  int sleeping_waiters_ = 0;  // in done_cv_.wait (wait, wait_all)
+  int id_waiters_ = 0;        // threads in wait(id)
   bool stop_ = false;
 };
 
