@@ -96,7 +96,8 @@ void BM_GemmPlain(benchmark::State& state) {
                                                  benchmark::Counter::kIs1000);
 }
 // ka-bench matmul cases: square_512, 1024 and 2048, bert_ffn_up_512, gpt2_mlp_down_1024,
-// llama7b decode 16 (qkvo and MLP up) and decode 1 (MLP up and qkvo);
+// llama7b decode 16 (qkvo and MLP up) and decode 1 (MLP up and qkvo), and a decode-16 shape
+// whose B (1 MiB) stays in L2, to tell the skinny path's arithmetic from its reading of B;
 // then a 128-token prefill's linear layers (GPT-2/BERT MLP up and down, QKV) with the weight
 // transposed, packed per call and packed ahead; and a 512-token prefill's MLP up the same ways,
 // then packed ahead with and without its GELU epilogue (BERT's at 512 tokens, GPT-2's at 1024
@@ -112,6 +113,7 @@ BENCHMARK(BM_GemmPlain)
     ->Args({16, 4096, 11008, 0, 0, 0})
     ->Args({1, 4096, 11008, 0, 0, 0})
     ->Args({1, 4096, 4096, 0, 0, 0})
+    ->Args({16, 256, 1024, 0, 0, 0})
     ->Args({128, 768, 3072, 1, 1, 0})
     ->Args({128, 768, 3072, 1, 2, 0})
     ->Args({128, 3072, 768, 1, 1, 0})

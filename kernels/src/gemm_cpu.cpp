@@ -583,10 +583,11 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 // Note [Skinny column tasks]
 // A skinny task reads each row of B (row-major) as one stream across its columns, and a
 // longer stream reads faster, so the heuristic gives each thread one task, as wide as the
-// path reads well. The AVX2 path, without prefetches (Note [No prefetch on the AVX2 skinny
-// path]), kept reading faster with wider tasks on Zen 3 up to a whole N, so it takes
-// N / threads, rounded up to 64 columns so the threads get equal shares, in tasks of at most
-// kWidestSkinnyTask columns (more tasks per thread, as few as that allows, where N is wider).
+// path reads well. The AVX2 path, without prefetches up to 6 rows (Note [AVX2 skinny
+// prefetch only across groups]), kept reading faster with wider tasks on Zen 3 up to a whole
+// N, so it takes N / threads, rounded up to 64 columns so the threads get equal shares, in
+// tasks of at most kWidestSkinnyTask columns (more tasks per thread, as few as that allows,
+// where N is wider).
 // So does the AVX-512 path up to kSkinnyStreamRows rows, where it reads B at memory speed
 // (measured on an Intel Xeon). With more rows its groups read each pass of 32 rows again
 // (Note [Longer AVX-512 skinny passes]), which wider tasks push out of L2, so those tasks stay

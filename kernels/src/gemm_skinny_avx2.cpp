@@ -23,12 +23,16 @@ namespace {
 // of B (kSkinnyRowsPerPass, or kLongPassRows, x the task's columns) are still in L1 or L2 for
 // the second and third group, so B is read from memory once.
 
-// Note [No prefetch on the AVX2 skinny path]
-// The AVX-512 path prefetches the next pass's rows while it reads this one's. On Zen 3 (the
-// AVX2-only CPU this path serves natively) the same prefetch made the read clearly slower
-// (about 1.2-1.5x at M = 1; figures in commit c4712ea's body), with T0, T1, NTA and two
-// passes ahead alike: Zen 3's own stream prefetchers follow the pass's eight row streams,
-// and the software prefetches seem only to compete with them. So `next` is ignored here.
+// Note [AVX2 skinny prefetch only across groups]
+// The AVX-512 path prefetches the next pass's rows while it reads this one's. With one group
+// of rows (M <= 6) the same prefetch made the read slower: on Zen 3, the AVX2-only CPU this
+// path serves natively, by about 1.2-1.5x at M = 1 (T0, T1, NTA and two passes ahead alike;
+// commit c4712ea's body), and on an Intel Xeon forced to AVX2 by 1.1-1.2x: the CPU's own
+// stream prefetchers follow the pass's row streams, and software prefetches only compete
+// with them. With several groups (M > 6) only the first reads B from memory; the others
+// compute from L1 and L2, and with nothing demanded from memory the stream prefetchers idle
+// too. There every group prefetches its share of the next pass (Note [Every group prefetches
+// a share]), into L1, which took 16 x 4096 x 11008 from 38 to 51-54 GFLOP/s on the Xeon.
 
 // Lanes [0, live) of a ymm set (live clamped to [0, 8]), for masked loads and stores.
 inline __m256i lanes(std::int64_t live) {
@@ -37,11 +41,12 @@ inline __m256i lanes(std::int64_t live) {
 }
 
 // C[0:R, 0:8V] += alpha * A_group @ B[0:kb, 0:8V], columns past `w` masked; ap[k * lda + r]
-// is A[r, k] of this group.
+// is A[r, k] of this group. Always inlined into its group_x_columns: a call per strip, which
+// GCC chose once two of those shared it, cost M = 16 a fifth of its speed.
 template <int R, int V, bool Full>
-void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, std::int64_t ldb,
-                        float* c, std::int64_t ldc, std::int64_t w, std::int64_t kb,
-                        float alpha) {
+inline __attribute__((always_inline)) void group_x_strip_impl(
+    const float* ap, std::int64_t lda, const float* b, NextPassShare next, std::int64_t ldb,
+    float* c, std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
   __m256i mask[V];
   for (int q = 0; q < V; ++q) mask[q] = lanes(w - 8 * q);
   __m256 acc[R][V];
@@ -50,7 +55,14 @@ void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, std::
 #pragma GCC unroll 4
     for (int q = 0; q < V; ++q) acc[r][q] = _mm256_setzero_ps();
   }
+  std::int64_t due = next.rows != nullptr ? next.first : kb;  // the next row to prefetch
   for (std::int64_t k = 0; k < kb; ++k) {
+    if (k == due) {
+      for (int q = 0; q < V; q += 2) {  // 16 columns: one cache line where B is aligned
+        _mm_prefetch(reinterpret_cast<const char*>(next.rows + k * ldb + 8 * q), _MM_HINT_T0);
+      }
+      due += next.step;
+    }
     __m256 bv[V];
 #pragma GCC unroll 4
     for (int q = 0; q < V; ++q) {
@@ -83,24 +95,32 @@ void group_x_strip_impl(const float* ap, std::int64_t lda, const float* b, std::
 }
 
 // The group's rows over all `cols` columns of the pass, one call per group and pass (a call
-// per strip cost as much as a strip's FMAs at M = 16). `next` is not prefetched: Note [No
-// prefetch on the AVX2 skinny path].
-template <int R, int V>
-void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPassShare /*next*/,
+// per strip cost as much as a strip's FMAs at M = 16). `Prefetch`: the group prefetches its
+// share of the next pass (Note [AVX2 skinny prefetch only across groups]).
+template <int R, int V, bool Prefetch>
+void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
                      std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                      std::int64_t kb, float alpha) {
+  if (!Prefetch) next.rows = nullptr;
   for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-    group_x_strip_impl<R, V, decltype(full)::value>(ap, lda, b + j, ldb, c + j, ldc, w, kb,
-                                                    alpha);
+    NextPassShare at_j = next;
+    if (at_j.rows != nullptr) at_j.rows += j;
+    group_x_strip_impl<R, V, decltype(full)::value>(ap, lda, b + j, at_j, ldb, c + j, ldc, w,
+                                                    kb, alpha);
   });
 }
 
 constexpr int kMaxGroupRows = 6;
-// Groups of 1..6 rows over 16 columns, and of 1..2 rows over 32.
+// One group of 1..6 rows over 16 columns, or of 1..2 rows over 32; and the groups of 1..6 rows
+// over 16 columns of a taller M, which prefetch.
 constexpr std::array<SkinnyGroupKernel, kMaxGroupRows> kNarrow = {
-    &group_x_columns<1, 2>, &group_x_columns<2, 2>, &group_x_columns<3, 2>,
-    &group_x_columns<4, 2>, &group_x_columns<5, 2>, &group_x_columns<6, 2>};
-constexpr std::array<SkinnyGroupKernel, 2> kWide = {&group_x_columns<1, 4>, &group_x_columns<2, 4>};
+    &group_x_columns<1, 2, false>, &group_x_columns<2, 2, false>, &group_x_columns<3, 2, false>,
+    &group_x_columns<4, 2, false>, &group_x_columns<5, 2, false>, &group_x_columns<6, 2, false>};
+constexpr std::array<SkinnyGroupKernel, 2> kWide = {&group_x_columns<1, 4, false>,
+                                                    &group_x_columns<2, 4, false>};
+constexpr std::array<SkinnyGroupKernel, kMaxGroupRows> kGroups = {
+    &group_x_columns<1, 2, true>, &group_x_columns<2, 2, true>, &group_x_columns<3, 2, true>,
+    &group_x_columns<4, 2, true>, &group_x_columns<5, 2, true>, &group_x_columns<6, 2, true>};
 
 // Note [AVX2 long skinny passes]
 // Each pass ends by adding every group's accumulators to C: over 8 rows of B, one C load and
@@ -141,10 +161,11 @@ void skinny_dot_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t c
 void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64_t col_end) {
   KA_ASSERT(s.m >= 1 && s.m <= kSkinnyMaxRows, "skinny GEMM path with M = ", s.m);
   const bool wide = s.m <= 2;
+  const bool groups = s.m > kMaxGroupRows;
   // Balanced groups of at most kMaxGroupRows rows. Note [AVX2 skinny row groups].
   const auto kernel_for = [&](std::int64_t rows) {
-    return wide ? kWide[static_cast<std::size_t>(rows - 1)]
-                : kNarrow[static_cast<std::size_t>(rows - 1)];
+    const auto i = static_cast<std::size_t>(rows - 1);
+    return wide ? kWide[i] : groups ? kGroups[i] : kNarrow[i];
   };
   const std::int64_t pass_bytes = kLongPassRows * (col_end - col_begin) * 4;
   if (s.m > kMaxGroupRows && pass_bytes <= kLongPassBytes) {  // Note [AVX2 long skinny passes]
