@@ -587,7 +587,8 @@ TunableSpace gemm_space(const std::vector<std::int64_t>& threads, bool batched) 
 // prefetch only across groups]), kept reading faster with wider tasks on Zen 3 up to a whole
 // N, so it takes N / threads, rounded up to 64 columns so the threads get equal shares, in
 // tasks of at most kWidestSkinnyTask columns (more tasks per thread, as few as that allows,
-// where N is wider).
+// where N is wider); with several row groups (M > 6), of at most kAvx2LongPassCols, so that
+// its passes are the long ones (Note [AVX2 long skinny passes]).
 // So does the AVX-512 path up to kSkinnyStreamRows rows, where it reads B at memory speed
 // (measured on an Intel Xeon). With more rows its groups read each pass of 32 rows again
 // (Note [Longer AVX-512 skinny passes]), which wider tasks push out of L2, so those tasks stay
@@ -606,9 +607,12 @@ constexpr std::int64_t kSkinnyStreamRows = 4;
 
 std::int64_t skinny_task_cols(std::int64_t m, std::int64_t n, std::int64_t hw) {
   const std::int64_t threads = std::max<std::int64_t>(hw, 1);
-  if (std::string_view(active_micro_kernel().isa) == "avx2" || m <= kSkinnyStreamRows) {
+  const bool avx2 = std::string_view(active_micro_kernel().isa) == "avx2";
+  if (avx2 || m <= kSkinnyStreamRows) {
+    const std::int64_t widest =
+        avx2 && m > detail::kAvx2MaxGroupRows ? detail::kAvx2LongPassCols : kWidestSkinnyTask;
     std::int64_t parts = threads;
-    while (round_up(ceil_div(n, parts), 64) > kWidestSkinnyTask) parts += threads;
+    while (round_up(ceil_div(n, parts), 64) > widest) parts += threads;
     return round_up(ceil_div(n, parts), 64);
   }
   std::int64_t cols = 64;

@@ -182,6 +182,12 @@ void skinny_dot_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_
 /// while its vectors are in registers), on AVX2 and the portable path; AVX-512 reads more
 /// (Note [Longer AVX-512 skinny passes]).
 constexpr std::int64_t kSkinnyRowsPerPass = 8;
+/// The AVX2 path's passes where M takes several row groups, and the most columns they span
+/// (Note [AVX2 long skinny passes]).
+constexpr std::int64_t kAvx2LongPassRows = 16;
+constexpr std::int64_t kAvx2LongPassBytes = std::int64_t{256} << 10;
+constexpr std::int64_t kAvx2LongPassCols = kAvx2LongPassBytes / (kAvx2LongPassRows * 4);
+constexpr std::int64_t kAvx2MaxGroupRows = 6;  ///< Note [AVX2 skinny row groups]
 
 /// The skinny path's passes, shared by the ISAs: for each block of `Rows` rows of B, A's block
 /// is copied k-major into `ap` (ap[k * m + r] = A[r, k0 + k], so a strip's broadcasts share

@@ -20,7 +20,7 @@ namespace {
 // accumulators plus V vectors of B and one broadcast: at most 6 rows over 16 columns (12
 // accumulators, the packed micro-kernel's budget) or 2 rows over 32. Taller M runs its rows
 // in balanced groups (M = 16: 6 + 5 + 5), each walking all the pass's columns; the pass's rows
-// of B (kSkinnyRowsPerPass, or kLongPassRows, x the task's columns) are still in L1 or L2 for
+// of B (kSkinnyRowsPerPass, or kAvx2LongPassRows, x the task's columns) are still in L1 or L2 for
 // the second and third group, so B is read from memory once.
 
 // Note [AVX2 skinny prefetch only across groups]
@@ -110,7 +110,7 @@ void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPass
   });
 }
 
-constexpr int kMaxGroupRows = 6;
+constexpr int kMaxGroupRows = kAvx2MaxGroupRows;
 // One group of 1..6 rows over 16 columns, or of 1..2 rows over 32; and the groups of 1..6 rows
 // over 16 columns of a taller M, which prefetch.
 constexpr std::array<SkinnyGroupKernel, kMaxGroupRows> kNarrow = {
@@ -126,10 +126,9 @@ constexpr std::array<SkinnyGroupKernel, kMaxGroupRows> kGroups = {
 // Each pass ends by adding every group's accumulators to C: over 8 rows of B, one C load and
 // store per 8 FMAs per accumulator. Where M takes several groups (M > 6, compute-bound), passes
 // of 16 rows halve that traffic, as long as the pass (read again by the second and third
-// group, Note [AVX2 skinny row groups]) stays within kLongPassBytes, half of Zen 3's 512 KiB
-// L2. The figures are in the commit body.
-constexpr std::int64_t kLongPassRows = 16;
-constexpr std::int64_t kLongPassBytes = std::int64_t{256} << 10;
+// group, Note [AVX2 skinny row groups]) stays within kAvx2LongPassBytes, half of Zen 3's 512
+// KiB L2: tasks of at most kAvx2LongPassCols columns, which the heuristic gives such shapes
+// (Note [Skinny column tasks]). The figures are in the commit bodies.
 
 // The vector type of skinny_dot_columns.
 struct Avx2Floats {
@@ -167,9 +166,9 @@ void skinny_columns_avx2(const SkinnyArgs& s, std::int64_t col_begin, std::int64
     const auto i = static_cast<std::size_t>(rows - 1);
     return wide ? kWide[i] : groups ? kGroups[i] : kNarrow[i];
   };
-  const std::int64_t pass_bytes = kLongPassRows * (col_end - col_begin) * 4;
-  if (s.m > kMaxGroupRows && pass_bytes <= kLongPassBytes) {  // Note [AVX2 long skinny passes]
-    run_skinny_groups<kLongPassRows>(s, col_begin, col_end, kMaxGroupRows, kernel_for);
+  // Note [AVX2 long skinny passes]
+  if (s.m > kMaxGroupRows && col_end - col_begin <= kAvx2LongPassCols) {
+    run_skinny_groups<kAvx2LongPassRows>(s, col_begin, col_end, kMaxGroupRows, kernel_for);
   } else {
     run_skinny_groups<kSkinnyRowsPerPass>(s, col_begin, col_end, kMaxGroupRows, kernel_for);
   }
