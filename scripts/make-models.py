@@ -10,6 +10,7 @@ runs this (target ka_models); nothing binary is committed. Needs python3-torch (
 import math
 import os
 import sys
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -313,6 +314,26 @@ class TokenClassifier(nn.Module):
         return {"logits": self.head(x), "pooled": pooled}, input_ids.size(1)
 
 
+class OptionalArgs(nn.Module):
+    """Test fixture: forward's arguments as Hugging Face models take them besides tensors: an
+    optional mask, a repeat count, a scale and a flag, each with a default."""
+
+    def __init__(self, hidden: int = 32):
+        super().__init__()
+        self.proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x, mask: Optional[torch.Tensor] = None, repeat: int = 2,
+                scale: float = 1.0, residual: bool = True):
+        y = x
+        for _ in range(repeat):
+            y = torch.tanh(self.proj(y))
+        if mask is not None:
+            y = y + mask
+        if residual:
+            y = y + x
+        return y * scale
+
+
 MODELS = {
     "gpt2_block": lambda: torch.jit.script(Gpt2Block().eval()),
     "bert_layer": bert_layer,
@@ -321,6 +342,7 @@ MODELS = {
     "hf_bert_layer": hf_bert_layer,
     "hf_gpt2_block": hf_gpt2_block,  # last: the models before it keep their seeds
     "token_classifier": lambda: torch.jit.script(TokenClassifier().eval()),  # test fixture
+    "optional_args": lambda: torch.jit.script(OptionalArgs().eval()),  # test fixture
 }
 
 

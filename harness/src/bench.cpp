@@ -985,6 +985,10 @@ std::string case_heading(const SuiteCase& c) {
   }
   std::string inputs;
   for (const GraphInput& in : c.inputs) {
+    if (in.value) {
+      inputs += fmt::format("{}{}={}", inputs.empty() ? "" : " ", in.name, to_string(*in.value));
+      continue;
+    }
     std::string dims;
     for (const auto d : in.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
     std::string kind = in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill);

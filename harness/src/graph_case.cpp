@@ -407,8 +407,13 @@ VariantInfo GraphCase::info(std::size_t v) const {
   VariantInfo info;
   info.op = (s.model ? "model:" : "graph:") + s.c.graph;
   for (const GraphInput& in : s.c.inputs) {
+    info.shape_key += (info.shape_key.empty() ? "" : ",") + in.name + "=";
+    if (in.value) {
+      info.shape_key += to_string(*in.value);
+      continue;
+    }
     info.shape_key +=
-        (info.shape_key.empty() ? "" : ",") + in.name + "=" + dims_text(in.shape, "x") +
+        dims_text(in.shape, "x") +
         (in.dtype == InputDtype::kFloat32 ? "" : std::string(":") + to_string(in.dtype));
   }
   if (!s.reference.empty()) {

@@ -54,9 +54,16 @@ std::shared_ptr<LoadedModel> load_uncached(const std::string& path) {
   m->graph = forward->graph()->copy();
   torch::jit::Inline(*m->graph);
   const auto inputs = m->graph->inputs();
+  const auto& arguments = forward->function().getSchema().arguments();
   for (std::size_t i = 1; i < inputs.size(); ++i) {
     m->input_names.push_back(source_name(inputs[i]->debugName()));
     m->input_types.push_back(inputs[i]->type()->annotation_str());
+    m->input_type_ptrs.push_back(inputs[i]->type());
+    std::optional<c10::IValue> fallback;
+    if (i < arguments.size() && arguments[i].default_value()) {
+      fallback = *arguments[i].default_value();
+    }
+    m->input_defaults.push_back(std::move(fallback));
   }
   return m;
 }
@@ -74,6 +81,66 @@ std::shared_ptr<const LoadedModel> load_model(const std::string& path) {
   return slot;
 }
 
+namespace {
+
+c10::IValue to_ivalue(const InputValue& v) {
+  switch (v.kind) {
+    case InputValue::Kind::kInt:
+      return v.i;
+    case InputValue::Kind::kFloat:
+      return v.f;
+    case InputValue::Kind::kBool:
+      return v.b;
+    case InputValue::Kind::kNone:
+      break;
+  }
+  return {};
+}
+
+// A default forward's schema gives, as an input value; nullopt for one that is not None, an
+// int, a float or a bool.
+std::optional<InputValue> value_of(const c10::IValue& v) {
+  InputValue out;
+  if (v.isNone()) return out;
+  if (v.isInt()) {
+    out.kind = InputValue::Kind::kInt;
+    out.i = v.toInt();
+  } else if (v.isDouble()) {
+    out.kind = InputValue::Kind::kFloat;
+    out.f = v.toDouble();
+  } else if (v.isBool()) {
+    out.kind = InputValue::Kind::kBool;
+    out.b = v.toBool();
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// Checks that `in` suits forward's argument of type `type`; an int given for a float becomes
+// that float.
+void check_input_type(const LoadedModel& model, const c10::TypePtr& type, GraphInput& in) {
+  const std::string where = "model '" + model.path + "': input '" + in.name + "' has type " +
+                            type->annotation_str();
+  if (!in.value) {
+    KA_CHECK(c10::TensorType::get()->isSubtypeOf(*type), where, ": give it a value, --input ",
+             in.name, "=VALUE (an int, a float, true, false or none), not a shape");
+    return;
+  }
+  const bool takes_float = c10::FloatType::get()->isSubtypeOf(*type);
+  if (in.value->kind == InputValue::Kind::kInt && takes_float) {
+    in.value->kind = InputValue::Kind::kFloat;
+    in.value->f = static_cast<double>(in.value->i);
+  }
+  KA_CHECK(to_ivalue(*in.value).type()->isSubtypeOf(*type), where, ": ",
+           to_string(*in.value), " does not fit it",
+           c10::TensorType::get()->isSubtypeOf(*type)
+               ? std::string("; give it a shape, --input ") + in.name + ":SHAPE"
+               : std::string());
+}
+
+}  // namespace
+
 void check_module_inputs(const LoadedModel& model, SuiteCase& c) {
   for (const GraphInput& in : c.inputs) {
     KA_CHECK(std::find(model.input_names.begin(), model.input_names.end(), in.name) !=
@@ -84,15 +151,30 @@ void check_module_inputs(const LoadedModel& model, SuiteCase& c) {
   std::vector<GraphInput> ordered;
   for (std::size_t i = 0; i < model.input_names.size(); ++i) {
     const std::string& name = model.input_names[i];
-    KA_CHECK(model.input_types[i] == "Tensor", "model '", model.path, "': input '", name,
-             "' is a ", model.input_types[i], "; module cases give Tensor inputs only");
+    const c10::TypePtr& type = model.input_type_ptrs[i];
     const auto it = std::find_if(c.inputs.begin(), c.inputs.end(),
                                  [&](const GraphInput& in) { return in.name == name; });
-    KA_CHECK(it != c.inputs.end(), "model '", model.path, "': no shape for input '", name,
-             "' (forward takes ", describe_inputs(model), ")");
-    ordered.push_back(*it);
+    if (it != c.inputs.end()) {
+      ordered.push_back(*it);
+    } else {
+      const std::optional<c10::IValue>& fallback = model.input_defaults[i];
+      const std::optional<InputValue> v = fallback ? value_of(*fallback) : std::nullopt;
+      KA_CHECK(v.has_value(), "model '", model.path, "': no ",
+               c10::TensorType::get()->isSubtypeOf(*type) ? "shape" : "value", " for input '",
+               name, "' (forward takes ", describe_inputs(model), ")");
+      GraphInput in;
+      in.name = name;
+      in.value = *v;
+      ordered.push_back(std::move(in));
+    }
+    check_input_type(model, type, ordered.back());
   }
   c.inputs = std::move(ordered);
+}
+
+std::string input_text(const GraphInput& in) {
+  if (in.value) return in.name + "=" + to_string(*in.value);
+  return in.name + ":" + dims_text(in.shape, "x") + ":" + to_string(in.dtype);
 }
 
 std::string dims_text(at::IntArrayRef sizes, const char* sep) {
@@ -101,7 +183,8 @@ std::string dims_text(at::IntArrayRef sizes, const char* sep) {
   return s;
 }
 
-at::Tensor make_input(const GraphInput& in, at::Generator& gen) {
+c10::IValue make_input(const GraphInput& in, at::Generator& gen) {
+  if (in.value) return to_ivalue(*in.value);
   switch (in.dtype) {
     case InputDtype::kInt64:
       return at::randint(in.low, in.high, in.shape, gen, at::TensorOptions().dtype(at::kLong));
@@ -138,8 +221,7 @@ void check_module_runs(const LoadedModel& model, const SuiteCase& c) {
   std::string given;
   for (const GraphInput& in : c.inputs) {
     inputs.emplace_back(make_input(in, gen));
-    given += (given.empty() ? "" : ", ") + in.name + ":" + dims_text(in.shape, "x") + ":" +
-             to_string(in.dtype);
+    given += (given.empty() ? "" : ", ") + input_text(in);
   }
   try {
     torch::jit::Module m = model.module;
@@ -155,6 +237,8 @@ std::string describe_inputs(const LoadedModel& model) {
   std::string s;
   for (std::size_t i = 0; i < model.input_names.size(); ++i) {
     s += (i ? ", " : "") + model.input_names[i] + ": " + model.input_types[i];
+    const std::optional<c10::IValue>& fallback = model.input_defaults[i];
+    if (const auto v = fallback ? value_of(*fallback) : std::nullopt) s += " = " + to_string(*v);
   }
   return s.empty() ? "none" : s;
 }

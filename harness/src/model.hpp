@@ -9,6 +9,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct LoadedModel {
   /// forward's arguments after self, as its code names them ("x", not "x.1").
   std::vector<std::string> input_names;
   std::vector<std::string> input_types;  ///< As TorchScript prints them ("Tensor", "int").
+  std::vector<c10::TypePtr> input_type_ptrs;
+  /// forward's default per argument after self (`mask: Optional[Tensor] = None`), if any.
+  std::vector<std::optional<c10::IValue>> input_defaults;
 };
 
 /// Loads `path` (torch::jit::load), freezes it and inlines forward; the first load of a file
@@ -30,9 +34,12 @@ struct LoadedModel {
 /// the file when it is missing, is no TorchScript archive, or has no forward.
 std::shared_ptr<const LoadedModel> load_model(const std::string& path);
 
-/// Checks that `c.inputs` give every argument of `model`'s forward a shape, each once, and
-/// nothing else, and puts them in forward's order. Throws ka::ValueError naming the file and
-/// the input (and listing forward's arguments) otherwise, or when an argument is not a Tensor.
+/// Checks that `c.inputs` give every argument of `model`'s forward a shape (a Tensor or an
+/// Optional[Tensor]) or a value (an int, float or bool, or None where it is optional), each
+/// once, and nothing else; an argument left out takes forward's default, where it has one
+/// that is such a value. Puts them in forward's order. Throws ka::ValueError naming the file
+/// and the input (and listing forward's arguments) otherwise, or for an argument of another
+/// type (a list, a tuple, a string).
 void check_module_inputs(const LoadedModel& model, SuiteCase& c);
 
 /// Runs `model`'s forward once on `c.inputs` (in forward's order, as check_module_inputs
@@ -43,8 +50,12 @@ void check_module_runs(const LoadedModel& model, const SuiteCase& c);
 /// Sizes joined by `sep`: "1x128x768" with "x".
 std::string dims_text(at::IntArrayRef sizes, const char* sep);
 
-/// A graph case's input tensor: `in`'s shape, dtype and fill, drawn from `gen`.
-at::Tensor make_input(const GraphInput& in, at::Generator& gen);
+/// A graph case's input: `in`'s value, or a tensor of its shape, dtype and fill drawn from
+/// `gen`.
+c10::IValue make_input(const GraphInput& in, at::Generator& gen);
+
+/// `in` as --input gives it: "x:1x128x768:float32", "n=3".
+std::string input_text(const GraphInput& in);
 
 /// The names of `model`'s inputs, for error messages: "x: Tensor, mask: Tensor".
 std::string describe_inputs(const LoadedModel& model);

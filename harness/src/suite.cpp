@@ -8,11 +8,13 @@
 #include <ka/runtime/parse_ir.hpp>
 
 #include <torch/csrc/jit/ir/ir.h>
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -58,7 +60,9 @@ namespace {
 // A module case names an entry of `models:`, a file torch::jit::load reads (made by
 // torch.jit.script or torch.jit.trace and saved); ka-bench freezes it and runs its forward
 // with `inputs`, given as for a graph case but checked against forward's arguments when the
-// case is made (the file is only loaded then).
+// case is made (the file is only loaded then). A module's non-tensor argument takes a value
+// instead of a shape, `n: 3` or `{value: 3}` (an int, a float, true, false, or null for None,
+// e.g. an Optional[Tensor] mask left out); an argument not given takes forward's default.
 //
 // Bounds, checked before anything is allocated (each refusal names the file, line and limit):
 // a dimension is 0 .. 2^24, a graph input has at most 8 dimensions and 2^31 elements (a shape
@@ -250,7 +254,27 @@ void parse_range(const std::string& path, const YAML::Node& node, GraphInput& in
   }
 }
 
+// An input given as a value (`n: 3`, `mask: null`, `n: {value: 3}`) rather than a shape.
+GraphInput value_input(const std::string& path, const std::string& name, const YAML::Node& node) {
+  GraphInput in;
+  in.name = name;
+  const std::string text = node.IsNull() ? "none" : node.IsScalar() ? node.Scalar() : "";
+  const std::optional<InputValue> v = parse_input_value(text);
+  if (!v) {
+    fail(path, node.Mark(),
+         "bad value '" + text + "' for input '" + name +
+             "' (an int, a float, true, false or none; a tensor input takes a shape, e.g. [1, 128])");
+  }
+  in.value = *v;
+  return in;
+}
+
 GraphInput graph_input(const std::string& path, const std::string& name, const YAML::Node& node) {
+  if (node.IsScalar() || node.IsNull()) return value_input(path, name, node);
+  if (node.IsMap() && node["value"]) {
+    check_keys(path, node, {"value"}, "a value input");
+    return value_input(path, name, node["value"]);
+  }
   GraphInput in;
   in.name = name;
   // Node::operator= would overwrite the node it refers to (yaml-cpp's reference semantics).
@@ -353,6 +377,11 @@ std::vector<GraphInput> graph_inputs(const std::string& path, const YAML::Node& 
     if (!shape)
       fail(path, inputs.Mark(), "missing input '" + name + "' of graph '" + graph_name + "'");
     out.push_back(graph_input(path, name, shape));
+    if (out.back().value) {
+      fail(path, shape.Mark(),
+           "input '" + name + "' of graph '" + graph_name +
+               "' is a Tensor: give it a shape, e.g. [512, 768], not a value");
+    }
   }
   return out;
 }
@@ -537,7 +566,57 @@ std::size_t element_bytes(InputDtype dtype) noexcept {
   return 4;
 }
 
+std::string to_string(const InputValue& v) {
+  switch (v.kind) {
+    case InputValue::Kind::kNone:
+      return "None";
+    case InputValue::Kind::kInt:
+      return std::to_string(v.i);
+    case InputValue::Kind::kFloat:
+      return fmt::format("{}", v.f);
+    case InputValue::Kind::kBool:
+      return v.b ? "True" : "False";
+  }
+  return "?";
+}
+
+std::optional<InputValue> parse_input_value(const std::string& text) {
+  InputValue v;
+  if (text == "none" || text == "None" || text == "null" || text == "~") return v;
+  if (text == "true" || text == "True" || text == "false" || text == "False") {
+    v.kind = InputValue::Kind::kBool;
+    v.b = text[0] == 't' || text[0] == 'T';
+    return v;
+  }
+  if (text.empty() || text.find_first_of(" \t\n") != std::string::npos) return std::nullopt;
+  try {
+    std::size_t used = 0;
+    v.i = std::stoll(text, &used);
+    if (used == text.size()) {
+      v.kind = InputValue::Kind::kInt;
+      return v;
+    }
+    v.f = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v.f)) {
+      v.kind = InputValue::Kind::kFloat;
+      return v;
+    }
+  } catch (const std::exception&) {
+    try {  // "1e-5", ".5": no integer prefix
+      std::size_t used = 0;
+      v.f = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(v.f)) {
+        v.kind = InputValue::Kind::kFloat;
+        return v;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
 std::string input_kind_error(const GraphInput& in) {
+  if (in.value) return "";
   const bool integers = in.dtype == InputDtype::kInt64 || in.dtype == InputDtype::kInt32;
   if (in.fill != InputFill::kRandn && in.dtype != InputDtype::kFloat32) {
     return "input '" + in.name + "' is " + to_string(in.dtype) + ", but fill '" +
@@ -573,6 +652,7 @@ std::uint64_t case_tensor_bytes(const SuiteCase& c) {
   if (c.is_graph()) {
     // In floats' worth (an int64 element counts two, a bool a quarter, rounded up).
     for (const GraphInput& in : c.inputs) {
+      if (in.value) continue;
       const std::uint64_t n = product(in.shape);
       const std::uint64_t bytes = n > kMax / 8 ? kMax : n * element_bytes(in.dtype);
       add(bytes / sizeof(float) + (bytes % sizeof(float) != 0 ? 1 : 0));
@@ -649,8 +729,20 @@ void parse_command_line_range(const std::string& arg, const std::string& text, G
 }
 
 // --input NAME:SHAPE[:KIND[:LOW..HIGH]]: KIND a dtype (float32, int64, int32, bool) or a fill of
-// float32 values (randn, mask, causal); LOW..HIGH an integer input's range.
+// float32 values (randn, mask, causal); LOW..HIGH an integer input's range. Or --input
+// NAME=VALUE, a value (an int, a float, true, false, none).
 GraphInput command_line_input(const std::string& arg) {
+  const std::size_t equals = arg.find('=');
+  if (equals != std::string::npos && arg.find(':') > equals) {
+    GraphInput in;
+    in.name = arg.substr(0, equals);
+    const std::optional<InputValue> v = parse_input_value(arg.substr(equals + 1));
+    KA_CHECK(!in.name.empty() && v.has_value(), "--input '", arg,
+             "' must be NAME=VALUE with VALUE an int, a float, true, false or none, e.g. ",
+             "mask=none or n=3");
+    in.value = *v;
+    return in;
+  }
   std::vector<std::string> parts;
   for (std::size_t start = 0;;) {
     const std::size_t colon = arg.find(':', start);
@@ -660,7 +752,7 @@ GraphInput command_line_input(const std::string& arg) {
   }
   KA_CHECK(parts.size() >= 2 && parts.size() <= 4 && !parts[0].empty(), "--input '", arg,
            "' must be NAME:SHAPE[:KIND[:LOW..HIGH]], e.g. x:1x128x768 or ",
-           "ids:1x128:int64:0..30522");
+           "ids:1x128:int64:0..30522, or NAME=VALUE, e.g. n=3");
   std::string dims = parts[1];
   KA_CHECK(!dims.empty() && dims.find_first_not_of("0123456789x,") == std::string::npos,
            "--input '", arg, "': the shape must be sizes separated by x, e.g. 1x128x768");

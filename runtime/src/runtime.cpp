@@ -8,6 +8,11 @@
 #include <ka/runtime/runtime.hpp>
 
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/loop_unrolling.h>
+#include <torch/csrc/jit/passes/peephole.h>
+#include <torch/csrc/jit/passes/symbolic_shape_analysis.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <algorithm>
@@ -333,6 +338,122 @@ void hoist_metadata_nodes(extractor::OpGraph& g, const std::vector<bool>& writes
   g.nodes = std::move(nodes);
 }
 
+// Note [Control flow settled by the inputs]
+// lower() binds a graph's inputs, and a model's control flow often depends only on which
+// inputs it gets, not on their data: `if mask is not None`, `if use_cache:`, `for _ in
+// range(n_layers)`, `is_batched = input.dim() == 3` (PyTorch's RNNs), a size check that
+// raises. A graph with blocks is therefore lowered from a copy specialized on its inputs: a
+// None, int, float, bool or string input becomes a constant, a tensor input takes its
+// complete type (dtype, device, sizes, strides; an Optional one becomes a Tensor), libtorch's
+// symbolic shape propagation carries sizes through the graph, and its peephole, constant
+// propagation and dead code passes (with `a is a` folded to True, which they leave: `query is
+// key` in nn.MultiheadAttention) fold each `dim()`, `size()` and `if` that this settles,
+// until nothing changes: the branch the interpreter would take on these inputs is the one
+// kept. The lowered graph is then only for
+// inputs of these sizes, as every lowered graph is for the inputs bound to it. Loops whose trip count is then a constant are
+// unrolled while the copies stay within kMaxUnrolledNodes (a loop over 12 layers of a few
+// dozen nodes does; a loop of a million steps does not, and stays control flow). Control
+// flow that still depends on data (`if x.sum() > 0`) is left, and the graph runs in libtorch's
+// interpreter as before. The copy is kept with the OpGraph (OpGraph::source), as its
+// fallbacks were made from its nodes.
+constexpr std::int64_t kMaxUnrolledNodes = 20000;
+
+// Nodes in `block` and the blocks within it, each loop's body counted once per iteration
+// where its trip count is a constant (an unknown one counts once).
+std::int64_t unrolled_size(const torch::jit::Block& block) {
+  std::int64_t n = 0;
+  for (const torch::jit::Node* node : block.nodes()) {
+    std::int64_t inner = 0;
+    for (const torch::jit::Block* b : node->blocks()) inner += unrolled_size(*b);
+    std::int64_t times = 1;
+    if (node->kind() == c10::prim::Loop) {
+      if (const auto trips = torch::jit::constant_as<std::int64_t>(node->input(0))) {
+        times = std::max<std::int64_t>(*trips, 1);
+      }
+    }
+    const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 2;
+    n += 1 + (inner > 0 && times > limit / inner ? limit : inner * times);
+    n = std::min(n, limit);
+  }
+  return n;
+}
+
+// `a is a` becomes True and `a is not a` False, in `block` and the blocks within it; returns
+// whether any did.
+bool fold_identity_checks(torch::jit::Block& block) {
+  bool changed = false;
+  for (torch::jit::Node* node : block.nodes()) {
+    for (torch::jit::Block* b : node->blocks()) changed = fold_identity_checks(*b) || changed;
+    const bool is = node->kind() == c10::aten::__is__;
+    if ((!is && node->kind() != c10::aten::__isnot__) || node->inputs().size() != 2 ||
+        node->input(0) != node->input(1)) {
+      continue;
+    }
+    const torch::jit::WithInsertPoint at(node);
+    node->output()->replaceAllUsesWith(node->owningGraph()->insertConstant(is));
+    changed = true;
+  }
+  return changed;
+}
+
+// " on aten::gt": what an if's condition or a loop's trip count comes from, for messages.
+std::string condition_of(const torch::jit::Node& node) {
+  if (node.blocks().empty() || node.inputs().empty()) return "";
+  const torch::jit::Value* cond = node.input(0);
+  const torch::jit::Node* from = cond->node();
+  if (from->kind() == c10::prim::Param) return " on input %" + cond->debugName();
+  if (from->kind() == c10::aten::__not__ && !from->inputs().empty()) from = from->input(0)->node();
+  return std::string(" on ") + from->kind().toQualString();
+}
+
+bool has_blocks(const torch::jit::Graph& graph) {
+  const auto nodes = graph.nodes();
+  return std::any_of(nodes.begin(), nodes.end(),
+                     [](const torch::jit::Node* n) { return !n->blocks().empty(); });
+}
+
+// `graph` specialized on `inputs` (Note [Control flow settled by the inputs]), or null where
+// it has no control flow or no input that could settle any.
+std::shared_ptr<torch::jit::Graph> settled_by_inputs(torch::jit::Graph& graph,
+                                                     const std::vector<c10::IValue>& inputs) {
+  if (!has_blocks(graph)) return nullptr;
+  std::shared_ptr<torch::jit::Graph> copy = graph.copy();
+  bool specialized = false;
+  for (std::size_t i = 0; i < inputs.size() && i < copy->inputs().size(); ++i) {
+    torch::jit::Value* in = copy->inputs()[i];
+    const c10::IValue& v = inputs[i];
+    if (v.isNone() || v.isInt() || v.isDouble() || v.isBool() || v.isString()) {
+      const torch::jit::WithInsertPoint at(copy->block()->nodes().front());
+      in->replaceAllUsesWith(copy->insertConstant(v));
+      specialized = true;
+    } else if (v.isTensor() && v.toTensor().defined() &&
+               c10::TensorType::get()->isSubtypeOf(*in->type())) {
+      in->setType(c10::TensorType::create(v.toTensor()));
+      specialized = true;
+    }
+  }
+  if (!specialized) return nullptr;
+  try {
+    torch::jit::PropagateShapesOnGraph(copy);
+  } catch (const std::exception& e) {
+    // Only the sizes are lost: the other passes still settle what the values do.
+    log().debug("shape propagation failed ({}); control flow settled without sizes", e.what());
+  }
+  for (int round = 0; round < 8; ++round) {
+    bool changed = torch::jit::PeepholeOptimize(copy);
+    changed = fold_identity_checks(*copy->block()) || changed;
+    changed = torch::jit::ConstantPropagation(copy) || changed;
+    torch::jit::EliminateDeadCode(copy);
+    if (!changed) break;
+  }
+  if (has_blocks(*copy) && unrolled_size(*copy->block()) <= kMaxUnrolledNodes) {
+    torch::jit::UnrollConstantLoops(copy);
+    torch::jit::ConstantPropagation(copy);
+    torch::jit::EliminateDeadCode(copy);
+  }
+  return copy;
+}
+
 }  // namespace
 
 extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs) {
@@ -345,10 +466,21 @@ extractor::OpGraph Runtime::lower(torch::jit::Graph& graph, const std::vector<c1
 std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
                                                      const std::vector<c10::IValue>& inputs,
                                                      std::string& why) {
-  extractor::OpGraph g;
-  std::unordered_map<const torch::jit::Value*, int> index;
   KA_CHECK(inputs.size() == graph.inputs().size(), "graph takes ", graph.inputs().size(),
            " inputs, got ", inputs.size());
+  if (std::shared_ptr<torch::jit::Graph> settled = settled_by_inputs(graph, inputs)) {
+    std::optional<extractor::OpGraph> g = lower_straight(*settled, inputs, why);
+    if (g) g->source = std::move(settled);
+    return g;
+  }
+  return lower_straight(graph, inputs, why);
+}
+
+std::optional<extractor::OpGraph> Runtime::lower_straight(torch::jit::Graph& graph,
+                                                          const std::vector<c10::IValue>& inputs,
+                                                          std::string& why) {
+  extractor::OpGraph g;
+  std::unordered_map<const torch::jit::Value*, int> index;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     index[graph.inputs()[i]] = static_cast<int>(g.values.size());
     g.values.push_back(inputs[i]);
@@ -395,7 +527,8 @@ std::optional<extractor::OpGraph> Runtime::try_lower(torch::jit::Graph& graph,
     }
     std::optional<extractor::OpGraph::Fallback> fallback = fallback_of(*node);
     if (!fallback) {
-      why = "node " + std::to_string(position - 1) + " (" + node->kind().toQualString() + ") " +
+      why = "node " + std::to_string(position - 1) + " (" + node->kind().toQualString() +
+            condition_of(*node) + ") " +
             (node->blocks().empty() ? "is an instruction only libtorch's interpreter runs"
                                     : "is control flow ka does not flatten");
       return std::nullopt;

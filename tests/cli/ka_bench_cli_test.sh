@@ -307,6 +307,34 @@ case "$case_name" in
     op=$("$sqlite3" "$tmp/ka.db" "SELECT op || ' ' || shape_key FROM results WHERE impl='ka'")
     [ "$op" = "model:token_classifier input_ids=2x16:int64,attention_mask=2x16:int64" ] || fail "stored op and shape key: '$op'"
     ;;
+  model_optional_args)
+    # forward(x, mask: Optional[Tensor] = None, repeat: int = 2, scale: float = 1.0,
+    # residual: bool = True): arguments left out take their defaults, values are given as
+    # NAME=VALUE, and the ifs and the loop they settle are folded, so ka runs the graph.
+    "$ka_bench" --model "$models_dir/optional_args.pt" --input x:4x32 --explain >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "defaults: exit $rc, expected 0"
+    grep -q "inputs x=\[4, 32\] mask=None repeat=2 scale=1 residual=True" "$tmp/out" || fail "the heading must give the defaults taken"
+    grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "defaults: ka's run is not correct"
+    grep -q "torch::jit interpreter" "$tmp/out" && fail "defaults: the graph went to the interpreter"
+    [ "$(grep "^    #[0-9]" "$tmp/out" | grep -o "aten::linear" | wc -l)" = 4 ] || fail "repeat=2: two linear layers per variant expected"
+    "$ka_bench" --model "$models_dir/optional_args.pt" --input x:4x32 --input mask:4x32:mask \
+      --input repeat=3 --input scale=2 --input residual=false --explain >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "values: exit $rc, expected 0"
+    grep -q "mask=\[4, 32\]/mask repeat=3 scale=2 residual=False" "$tmp/out" || fail "the heading must give the values given"
+    grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "values: ka's run is not correct"
+    grep -q "torch::jit interpreter" "$tmp/out" && fail "values: the graph went to the interpreter"
+    [ "$(grep "^    #[0-9]" "$tmp/out" | grep -o "aten::linear" | wc -l)" = 6 ] || fail "repeat=3: three linear layers per variant expected"
+    expect_exit 2 --model "$models_dir/optional_args.pt" --input x:4x32 --input repeat=2.5
+    grep -q "input 'repeat' has type int: 2.5 does not fit it" "$tmp/err" || fail "a float for an int must be refused by name"
+    expect_exit 2 --model "$models_dir/optional_args.pt" --input x=3
+    grep -q "input 'x' has type Tensor: 3 does not fit it; give it a shape" "$tmp/err" || fail "a value for a tensor must be refused by name"
+    expect_exit 2 --model "$models_dir/optional_args.pt" --input x:4x32 --input repeat:4
+    grep -q "input 'repeat' has type int: give it a value, --input repeat=VALUE" "$tmp/err" || fail "a shape for an int must be refused by name"
+    expect_exit 2 --model "$models_dir/optional_args.pt" --input x:4x32 --input repeat=
+    grep -q "must be NAME=VALUE" "$tmp/err" || fail "an empty value must be refused"
+    ;;
   fused_writes_rows)
     # A tiny graph suite: three variants per graph case, two per GEMM case, all stored.
     "$ka_bench" --suite "$suite_fixtures/fused_tiny.yaml" --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"

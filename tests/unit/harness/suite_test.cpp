@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 namespace ka::harness {
@@ -234,6 +235,31 @@ groups:
   EXPECT_EQ(case_tensor_bytes(s.cases[0]), std::uint64_t{16 * 8 + 16 + 8 * 4 + 64 * 4});
 }
 
+// A model's non-tensor arguments (--input NAME=VALUE, or a value in a suite file).
+TEST(Suite, InputValuesParseAsPythonWritesThem) {
+  const auto kind = [](const std::string& text) {
+    const std::optional<InputValue> v = parse_input_value(text);
+    return v ? to_string(*v) : std::string("refused");
+  };
+  EXPECT_EQ(kind("3"), "3");
+  EXPECT_EQ(kind("-12"), "-12");
+  EXPECT_EQ(kind("0.5"), "0.5");
+  EXPECT_EQ(kind("1e-5"), "1e-05");
+  EXPECT_EQ(kind(".25"), "0.25");
+  EXPECT_EQ(kind("true"), "True");
+  EXPECT_EQ(kind("False"), "False");
+  EXPECT_EQ(kind("none"), "None");
+  EXPECT_EQ(kind("null"), "None");
+  EXPECT_EQ(kind(""), "refused");
+  EXPECT_EQ(kind("3x"), "refused");
+  EXPECT_EQ(kind("inf"), "refused");
+  EXPECT_EQ(kind("nan"), "refused");
+  EXPECT_EQ(kind("1 2"), "refused");
+  EXPECT_EQ(kind("yes"), "refused");
+  EXPECT_EQ(parse_input_value("7")->kind, InputValue::Kind::kInt);
+  EXPECT_EQ(parse_input_value("7.0")->kind, InputValue::Kind::kFloat);
+}
+
 TEST(Suite, GraphCaseErrorsNameFileAndLine) {
   const std::string head = R"(suite: x
 graphs:
@@ -267,7 +293,13 @@ groups:
        ":11:", "bad size 'x' in the shape of input 'a'"},
       {"shape_not_list",
        head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: 2, b: [2]}}\n",
-       ":11:", "the shape of input 'a' must be a list"},
+       ":11:", "input 'a' of graph 'g' is a Tensor: give it a shape, e.g. [512, 768], not a value"},
+      {"shape_not_list_or_value",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {rows: 2}, b: [2]}}\n",
+       ":11:", "unknown key 'rows' in an input (allowed: dtype, fill, range, shape)"},
+      {"bad_value",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {value: [2]}, b: [2]}}\n",
+       ":11:", "bad value '' for input 'a' (an int, a float, true, false or none"},
       {"negative_dim",
        head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: [-2], b: [2]}}\n",
        ":11:", "out of range"},

@@ -651,17 +651,19 @@ def f(x: Tensor):
 }
 
 TEST(Fallback, ControlFlowRunsTheGraphInLibtorchsInterpreter) {
+  // The trip count and the condition come from the data: nothing the inputs' types or values
+  // settle before the run.
   const Scripted s(R"TS(
 def f(x: Tensor, n: int):
-    for i in range(n):
+    for i in range(int(x.abs().sum().item()) % 3 + n):
         x = torch.relu(x) - 0.5
-    if n > 2:
+    if bool(x.sum() > 0):
         x = x * 2.0
     return x
 )TS",
                    "f");
   at::manual_seed(7);
-  const std::vector<c10::IValue> inputs = {at::randn({4, 4}), 3};
+  const std::vector<c10::IValue> inputs = {at::randn({4, 4}), 1};
   const auto want = s.reference(inputs);
   Runtime rt;
   const GraphResult got = rt.run_graph(*s.graph, inputs);
@@ -671,6 +673,52 @@ def f(x: Tensor, n: int):
   EXPECT_EQ(got.tasks[0].provenance, db::Provenance::kFallback);
   EXPECT_NE(got.tasks[0].fallback.find("prim::Loop"), std::string::npos) << got.tasks[0].fallback;
   EXPECT_THROW(Runtime::lower(*s.graph, inputs), NotImplementedError);
+}
+
+// Note [Control flow settled by the inputs]: an optional mask that is None or a tensor, a
+// loop over an int argument and an if on a flag fold away on the inputs given, and ka runs
+// what is left; the interpreter takes the same branches.
+TEST(Fallback, ControlFlowTheInputsSettleRunsOnKa) {
+  const Scripted s(R"TS(
+def f(x: Tensor, mask: Optional[Tensor], n: int, residual: bool):
+    y = x
+    for i in range(n):
+        y = torch.relu(y) - 0.5
+    if mask is not None:
+        y = y + mask
+    if residual:
+        y = y + x
+    return y * 2.0
+)TS",
+                   "f");
+  at::manual_seed(7);
+  const at::Tensor x = at::randn({4, 8});
+  const at::Tensor mask = at::randn({4, 8});
+  Runtime rt;
+  for (const std::vector<c10::IValue>& inputs :
+       {std::vector<c10::IValue>{x, c10::IValue(), 3, true},
+        std::vector<c10::IValue>{x, mask, 2, false}, std::vector<c10::IValue>{x, mask, 0, true}}) {
+    SCOPED_TRACE("n = " + std::to_string(inputs[2].toInt()) +
+                 (inputs[1].isNone() ? ", no mask" : ", a mask"));
+    const auto want = s.reference(inputs);
+    for (bool fusion : {true, false}) {
+      const GraphResult got = rt.run_graph(*s.graph, inputs, {fusion});
+      expect_outputs_match(got.outputs, want, 1e-6);
+      for (const TaskPlan& p : got.tasks) EXPECT_NE(p.kernel, "torch::jit interpreter");
+    }
+    std::string why;
+    const std::optional<extractor::OpGraph> g = Runtime::try_lower(*s.graph, inputs, why);
+    ASSERT_TRUE(g.has_value()) << why;
+    // The loop unrolled: one relu per step, nothing of the branches not taken.
+    const auto relus = std::count_if(g->nodes.begin(), g->nodes.end(), [](const auto& n) {
+      return n.signature == "aten::relu";
+    });
+    EXPECT_EQ(relus, inputs[2].toInt());
+  }
+  // A loop too long to unroll stays control flow, for libtorch's interpreter.
+  std::string why;
+  EXPECT_FALSE(Runtime::try_lower(*s.graph, {x, mask, 1000000, true}, why).has_value());
+  EXPECT_NE(why.find("prim::Loop"), std::string::npos) << why;
 }
 
 TEST(Fallback, ADictOfOutputsIsGlueKaRunsItself) {
@@ -710,7 +758,10 @@ TEST(Fallback, AnInterpretedGraphIsCompiledOnceAndRunsOnNewInputs) {
   const Scripted s(R"TS(
 def f(x: Tensor, n: int):
     for i in range(n):
-        x = x * 2.0 + 1.0
+        if bool(x.sum() > 0):
+            x = x * 2.0 + 1.0
+        else:
+            x = x - 1.0
     return x
 )TS",
                    "f");

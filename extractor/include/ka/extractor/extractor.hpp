@@ -85,6 +85,9 @@ struct OpGraph {
   /// Per node (none past its end): its last refusal, an empty key where it had none. Filled
   /// by the extractor's runs.
   std::vector<Refusal> refusals;
+  /// What the nodes' fallbacks were made from, where its maker keeps it alive with the graph
+  /// (the runtime's copy of a TorchScript graph specialized on its inputs); may be null.
+  std::shared_ptr<const void> source;
 };
 
 /// What the constant weights packed once hold and did, process-wide (Note [Constant weights

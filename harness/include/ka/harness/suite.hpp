@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,22 @@ const char* to_string(InputDtype dtype) noexcept;
 /// Bytes per element.
 std::size_t element_bytes(InputDtype dtype) noexcept;
 
-/// One input tensor of a graph case.
+/// A non-tensor argument of a model's forward: None, an int, a float or a bool (an optional
+/// mask left out, a sequence length, a flag).
+struct InputValue {
+  enum class Kind : std::uint8_t { kNone, kInt, kFloat, kBool };
+  Kind kind = Kind::kNone;
+  std::int64_t i = 0;
+  double f = 0.0;
+  bool b = false;
+};
+/// As Python writes it: "None", "3", "0.5", "True".
+std::string to_string(const InputValue& v);
+/// "none" (or "None", "null", "~"), "true"/"false" (or "True"/"False"), an integer, a float;
+/// nullopt for anything else.
+std::optional<InputValue> parse_input_value(const std::string& text);
+
+/// One input of a graph case: a tensor, or a value (`value` set).
 struct GraphInput {
   std::string name;  ///< The graph input's name, without '%'.
   std::vector<std::int64_t> shape;
@@ -36,6 +52,8 @@ struct GraphInput {
   /// booleans are 0 or 1.
   std::int64_t low = 0;
   std::int64_t high = 2;
+  /// Set: the input is this value, not a tensor (shape, fill, dtype and range unused).
+  std::optional<InputValue> value = std::nullopt;
 };
 
 /// Why `in`'s dtype, fill, range and shape do not go together (a mask fill of an int64 input,
@@ -104,8 +122,9 @@ std::vector<std::string> list_suites(const std::string& explicit_dir);
 /// <executable>/../share/ka/models.
 std::vector<std::string> model_search_path();
 /// A suite of one module case (ka-bench --model FILE --input NAME:SHAPE ...): loads the
-/// module to check that `inputs` ("x:1x128x768") name each of its tensor inputs once with a
-/// shape. Throws ka::ValueError naming the file, input or shape.
+/// module to check that `inputs` ("x:1x128x768", "n=3") give each argument of its forward a
+/// shape or a value once (or leave it to forward's default). Throws ka::ValueError naming the
+/// file, input or shape.
 Suite model_suite(const std::string& file, const std::vector<std::string>& inputs);
 /// Most nodes a graph case's graph may hold (see Note [Graph node limit] in suite.cpp):
 /// libtorch's interpreter, ka-bench's reference, builds its code recursively per node.

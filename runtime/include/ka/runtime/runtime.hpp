@@ -86,7 +86,9 @@ class Runtime {
   /// Throws ka::NotImplementedError for a graph only libtorch's interpreter can run.
   static extractor::OpGraph lower(torch::jit::Graph& graph, const std::vector<c10::IValue>& inputs);
   /// lower(), or nullopt with `why` ("node 4 (prim::If) is control flow ka does not flatten")
-  /// for a graph only libtorch's interpreter can run.
+  /// for a graph only libtorch's interpreter can run. Control flow that `inputs` settle (an
+  /// `if mask is not None` with mask None, a loop over an int argument) is folded first, on a
+  /// copy (Note [Control flow settled by the inputs] in runtime.cpp).
   static std::optional<extractor::OpGraph> try_lower(torch::jit::Graph& graph,
                                                      const std::vector<c10::IValue>& inputs,
                                                      std::string& why);
@@ -115,6 +117,12 @@ class Runtime {
 
   [[nodiscard]] SchedulePolicy policy() const noexcept { return SchedulePolicy::kInputsDevice; }
   extractor::Extractor& extractor() const { return extractor::Extractor::global(); }
+
+ private:
+  // try_lower's lowering of `graph` as it stands, node by node.
+  static std::optional<extractor::OpGraph> lower_straight(torch::jit::Graph& graph,
+                                                          const std::vector<c10::IValue>& inputs,
+                                                          std::string& why);
 };
 
 }  // namespace ka::runtime
