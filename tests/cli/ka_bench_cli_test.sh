@@ -311,21 +311,23 @@ case "$case_name" in
     # forward(x, mask: Optional[Tensor] = None, repeat: int = 2, scale: float = 1.0,
     # residual: bool = True): arguments left out take their defaults, values are given as
     # NAME=VALUE, and the ifs and the loop they settle are folded, so ka runs the graph.
-    "$ka_bench" --model "$models_dir/optional_args.pt" --input x:4x32 --explain >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [ $rc -eq 0 ] || fail "defaults: exit $rc, expected 0"
-    grep -q "inputs x=\[4, 32\] mask=None repeat=2 scale=1 residual=True" "$tmp/out" || fail "the heading must give the defaults taken"
-    grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "defaults: ka's run is not correct"
-    grep -q "torch::jit interpreter" "$tmp/out" && fail "defaults: the graph went to the interpreter"
-    [ "$(grep "^    #[0-9]" "$tmp/out" | grep -o "aten::linear" | wc -l)" = 4 ] || fail "repeat=2: two linear layers per variant expected"
-    "$ka_bench" --model "$models_dir/optional_args.pt" --input x:4x32 --input mask:4x32:mask \
-      --input repeat=3 --input scale=2 --input residual=false --explain >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [ $rc -eq 0 ] || fail "values: exit $rc, expected 0"
-    grep -q "mask=\[4, 32\]/mask repeat=3 scale=2 residual=False" "$tmp/out" || fail "the heading must give the values given"
-    grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "values: ka's run is not correct"
-    grep -q "torch::jit interpreter" "$tmp/out" && fail "values: the graph went to the interpreter"
-    [ "$(grep "^    #[0-9]" "$tmp/out" | grep -o "aten::linear" | wc -l)" = 6 ] || fail "repeat=3: three linear layers per variant expected"
+    # --explain with the arguments after $2 must give the heading $2 and run on ka, correct,
+    # with $1 linear layers in each variant.
+    explains_on_ka() {
+      local linears=$1 heading=$2
+      shift 2
+      "$ka_bench" --model "$models_dir/optional_args.pt" "$@" --explain >"$tmp/out" 2>"$tmp/err"
+      local rc=$?
+      [ $rc -eq 0 ] || fail "$*: exit $rc, expected 0"
+      grep -q "$heading" "$tmp/out" || fail "$*: the heading must give the inputs taken"
+      grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "$*: ka's run is not correct"
+      grep -q "torch::jit interpreter" "$tmp/out" && fail "$*: the graph went to the interpreter"
+      [ "$(grep "^    #[0-9]" "$tmp/out" | grep -o "aten::linear" | wc -l)" = $((2 * linears)) ] ||
+        fail "$*: $linears linear layers per variant expected"
+    }
+    explains_on_ka 2 "inputs x=\[4, 32\] mask=None repeat=2 scale=1 residual=True" --input x:4x32
+    explains_on_ka 3 "mask=\[4, 32\]/mask repeat=3 scale=2 residual=False" --input x:4x32 \
+      --input mask:4x32:mask --input repeat=3 --input scale=2 --input residual=false
     expect_exit 2 --model "$models_dir/optional_args.pt" --input x:4x32 --input repeat=2.5
     grep -q "input 'repeat' has type int: 2.5 does not fit it" "$tmp/err" || fail "a float for an int must be refused by name"
     expect_exit 2 --model "$models_dir/optional_args.pt" --input x=3
