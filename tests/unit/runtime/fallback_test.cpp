@@ -754,6 +754,38 @@ def f(x: Tensor, w: Tensor):
   expect_every_node_planned(*s.graph, inputs, got.tasks);
 }
 
+// The global modes and an input's requires_grad settle control flow as the interpreter would
+// read them in the same mode (nn.MultiheadAttention's fast-path checks read all three).
+TEST(Fallback, GradModeAndRequiresGradSettleControlFlowAsTheInterpreterReadsThem) {
+  const Scripted s(R"TS(
+def f(x: Tensor, w: Tensor):
+    y = x * 3.0
+    if torch.is_grad_enabled():
+        y = y + 1.0
+    if w.requires_grad:
+        y = y * w
+    if torch.is_autocast_enabled():
+        y = y - 5.0
+    return y
+)TS",
+                   "f");
+  at::manual_seed(7);
+  Runtime rt;
+  for (const bool grad_mode : {true, false}) {
+    for (const bool w_grad : {true, false}) {
+      SCOPED_TRACE(std::string(grad_mode ? "grad mode" : "no grad") +
+                   (w_grad ? ", w requires grad" : ""));
+      const c10::AutoGradMode mode(grad_mode);
+      const std::vector<c10::IValue> inputs = {at::randn({3, 4}),
+                                               at::randn({3, 4}).requires_grad_(w_grad)};
+      const auto want = s.reference(inputs);
+      const GraphResult got = rt.run_graph(*s.graph, inputs);
+      expect_outputs_match(got.outputs, want, 1e-6);
+      for (const TaskPlan& p : got.tasks) EXPECT_NE(p.kernel, "torch::jit interpreter");
+    }
+  }
+}
+
 TEST(Fallback, AnInterpretedGraphIsCompiledOnceAndRunsOnNewInputs) {
   const Scripted s(R"TS(
 def f(x: Tensor, n: int):
