@@ -70,7 +70,9 @@ void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& f
                  "with --model, once per forward argument: NAME:SHAPE[:KIND[:LOW..HIGH]], e.g. "
                  "x:1x128x768 (fp32 randn; an input named mask gets 0/-1e4), "
                  "mask:1x1x128x128:mask, ids:1x128:int64:0..30522 (integers in [LOW, HIGH), "
-                 "default 0..2); KIND: float32, mask, causal, int64, int32, bool. A "
+                 "default 0..2); KIND: a dtype (float32, int64, int32, bool, float64, float16, "
+                 "bfloat16, int16, int8, uint8) or a fill of float32 values (randn, mask, "
+                 "causal). A "
                  "non-tensor argument takes NAME=VALUE (an int, a float, true, false, none), "
                  "e.g. n=3 or mask=none; one left out takes forward's default");
   app.add_option("--suites-dir", options.suites_dir, "extra folder searched first for suites");

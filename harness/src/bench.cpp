@@ -992,8 +992,10 @@ std::string case_heading(const SuiteCase& c) {
     std::string dims;
     for (const auto d : in.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
     std::string kind = in.fill == InputFill::kRandn ? "" : std::string("/") + to_string(in.fill);
-    if (in.dtype == InputDtype::kBool) kind = "/bool";
-    if (in.dtype == InputDtype::kInt64 || in.dtype == InputDtype::kInt32) {
+    if (!is_integer(in.dtype) && in.dtype != InputDtype::kFloat32) {
+      kind += std::string("/") + to_string(in.dtype);
+    }
+    if (is_integer(in.dtype)) {
       kind = fmt::format("/{} in [{}, {})", to_string(in.dtype), in.low, in.high);
     }
     inputs += fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims, kind);

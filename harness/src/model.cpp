@@ -183,18 +183,36 @@ std::string dims_text(at::IntArrayRef sizes, const char* sep) {
   return s;
 }
 
-c10::IValue make_input(const GraphInput& in, at::Generator& gen) {
-  if (in.value) return to_ivalue(*in.value);
-  switch (in.dtype) {
+namespace {
+
+at::ScalarType scalar_type_of(InputDtype dtype) {
+  switch (dtype) {
     case InputDtype::kInt64:
-      return at::randint(in.low, in.high, in.shape, gen, at::TensorOptions().dtype(at::kLong));
+      return at::kLong;
     case InputDtype::kInt32:
-      return at::randint(in.low, in.high, in.shape, gen, at::TensorOptions().dtype(at::kInt));
+      return at::kInt;
     case InputDtype::kBool:
-      return at::randint(0, 2, in.shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
+      return at::kBool;
+    case InputDtype::kFloat64:
+      return at::kDouble;
+    case InputDtype::kFloat16:
+      return at::kHalf;
+    case InputDtype::kBFloat16:
+      return at::kBFloat16;
+    case InputDtype::kInt16:
+      return at::kShort;
+    case InputDtype::kInt8:
+      return at::kChar;
+    case InputDtype::kUInt8:
+      return at::kByte;
     case InputDtype::kFloat32:
       break;
   }
+  return at::kFloat;
+}
+
+// A float32 tensor of `in`'s shape and fill.
+at::Tensor float32_input(const GraphInput& in, at::Generator& gen) {
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   switch (in.fill) {
     case InputFill::kMask:
@@ -213,6 +231,21 @@ c10::IValue make_input(const GraphInput& in, at::Generator& gen) {
       break;
   }
   return at::randn(in.shape, gen, opts);
+}
+
+}  // namespace
+
+c10::IValue make_input(const GraphInput& in, at::Generator& gen) {
+  if (in.value) return to_ivalue(*in.value);
+  const at::ScalarType type = scalar_type_of(in.dtype);
+  if (in.dtype == InputDtype::kBool) {
+    return at::randint(0, 2, in.shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
+  }
+  if (is_integer(in.dtype)) {
+    return at::randint(in.low, in.high, in.shape, gen, at::TensorOptions().dtype(type));
+  }
+  const at::Tensor values = float32_input(in, gen);
+  return type == at::kFloat ? values : values.to(type);
 }
 
 void check_module_runs(const LoadedModel& model, const SuiteCase& c) {

@@ -201,11 +201,17 @@ std::string instantiate(const std::string& path, const YAML::Node& c, const std:
 }
 
 std::optional<InputDtype> input_dtype_named(const std::string& name) {
-  for (const InputDtype d :
-       {InputDtype::kFloat32, InputDtype::kInt64, InputDtype::kInt32, InputDtype::kBool}) {
+  for (const InputDtype d : kInputDtypes) {
     if (name == to_string(d)) return d;
   }
   return std::nullopt;
+}
+
+// "float32, int64, ..., uint8".
+std::string input_dtype_names() {
+  std::string s;
+  for (const InputDtype d : kInputDtypes) s += (s.empty() ? "" : ", ") + std::string(to_string(d));
+  return s;
 }
 
 InputFill parse_fill(const std::string& path, const YAML::Node& node, const std::string& input) {
@@ -237,7 +243,7 @@ InputDtype parse_input_dtype(const std::string& path, const YAML::Node& node,
   const std::string dtype = node.IsScalar() ? node.Scalar() : "";
   if (const auto d = input_dtype_named(dtype)) return *d;
   fail(path, node.Mark(),
-       "bad dtype '" + dtype + "' for input '" + input + "' (float32, int64, int32 or bool)");
+       "bad dtype '" + dtype + "' for input '" + input + "' (" + input_dtype_names() + ")");
 }
 
 // An integer input's 'range': [LOW, HIGH], values drawn from LOW to HIGH - 1.
@@ -287,10 +293,10 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
     if (node["fill"]) in.fill = parse_fill(path, node["fill"], name);
     if (node["dtype"]) in.dtype = parse_input_dtype(path, node["dtype"], name);
     if (node["range"]) {
-      if (in.dtype != InputDtype::kInt64 && in.dtype != InputDtype::kInt32) {
+      if (!is_integer(in.dtype)) {
         fail(path, node["range"].Mark(),
              "input '" + name + "' has a range but is " + to_string(in.dtype) +
-                 "; a range is for dtype int64 or int32");
+                 "; a range is for integer dtypes (int64, int32, int16, int8, uint8)");
       }
       parse_range(path, node["range"], in);
     }
@@ -539,6 +545,11 @@ const char* to_string(InputFill fill) noexcept {
   return "?";
 }
 
+const InputDtype kInputDtypes[10] = {
+    InputDtype::kFloat32, InputDtype::kInt64,    InputDtype::kInt32, InputDtype::kBool,
+    InputDtype::kFloat64, InputDtype::kFloat16,  InputDtype::kBFloat16,
+    InputDtype::kInt16,   InputDtype::kInt8,     InputDtype::kUInt8};
+
 const char* to_string(InputDtype dtype) noexcept {
   switch (dtype) {
     case InputDtype::kFloat32:
@@ -549,6 +560,18 @@ const char* to_string(InputDtype dtype) noexcept {
       return "int32";
     case InputDtype::kBool:
       return "bool";
+    case InputDtype::kFloat64:
+      return "float64";
+    case InputDtype::kFloat16:
+      return "float16";
+    case InputDtype::kBFloat16:
+      return "bfloat16";
+    case InputDtype::kInt16:
+      return "int16";
+    case InputDtype::kInt8:
+      return "int8";
+    case InputDtype::kUInt8:
+      return "uint8";
   }
   return "?";
 }
@@ -556,14 +579,31 @@ const char* to_string(InputDtype dtype) noexcept {
 std::size_t element_bytes(InputDtype dtype) noexcept {
   switch (dtype) {
     case InputDtype::kInt64:
+    case InputDtype::kFloat64:
       return 8;
-    case InputDtype::kBool:
-      return 1;
     case InputDtype::kFloat32:
     case InputDtype::kInt32:
+      return 4;
+    case InputDtype::kFloat16:
+    case InputDtype::kBFloat16:
+    case InputDtype::kInt16:
+      return 2;
+    case InputDtype::kBool:
+    case InputDtype::kInt8:
+    case InputDtype::kUInt8:
       break;
   }
-  return 4;
+  return 1;
+}
+
+bool is_integer(InputDtype dtype) noexcept {
+  return dtype == InputDtype::kInt64 || dtype == InputDtype::kInt32 ||
+         dtype == InputDtype::kInt16 || dtype == InputDtype::kInt8 || dtype == InputDtype::kUInt8;
+}
+
+bool is_floating(InputDtype dtype) noexcept {
+  return dtype == InputDtype::kFloat32 || dtype == InputDtype::kFloat64 ||
+         dtype == InputDtype::kFloat16 || dtype == InputDtype::kBFloat16;
 }
 
 std::string to_string(const InputValue& v) {
@@ -617,10 +657,10 @@ std::optional<InputValue> parse_input_value(const std::string& text) {
 
 std::string input_kind_error(const GraphInput& in) {
   if (in.value) return "";
-  const bool integers = in.dtype == InputDtype::kInt64 || in.dtype == InputDtype::kInt32;
-  if (in.fill != InputFill::kRandn && in.dtype != InputDtype::kFloat32) {
+  const bool integers = is_integer(in.dtype);
+  if (in.fill != InputFill::kRandn && !is_floating(in.dtype)) {
     return "input '" + in.name + "' is " + to_string(in.dtype) + ", but fill '" +
-           to_string(in.fill) + "' makes float32 values";
+           to_string(in.fill) + "' makes floating-point values";
   }
   if (in.fill == InputFill::kCausal && in.shape.size() < 2) {
     return "input '" + in.name + "' with fill: causal needs at least 2 dimensions";
@@ -629,10 +669,14 @@ std::string input_kind_error(const GraphInput& in) {
     return "the range of input '" + in.name + "' is empty: " + std::to_string(in.low) + " .. " +
            std::to_string(in.high) + " (values are drawn from LOW to HIGH - 1)";
   }
-  if (in.dtype == InputDtype::kInt32 &&
-      (in.low < std::numeric_limits<std::int32_t>::min() ||
-       in.high - 1 > std::numeric_limits<std::int32_t>::max())) {
-    return "the range of input '" + in.name + "' does not fit int32";
+  if (integers && in.dtype != InputDtype::kInt64) {
+    const int bits = static_cast<int>(element_bytes(in.dtype)) * 8;
+    const bool is_unsigned = in.dtype == InputDtype::kUInt8;
+    const std::int64_t lowest = is_unsigned ? 0 : -(std::int64_t{1} << (bits - 1));
+    const std::int64_t highest = (std::int64_t{1} << (is_unsigned ? bits : bits - 1)) - 1;
+    if (in.low < lowest || in.high - 1 > highest) {
+      return "the range of input '" + in.name + "' does not fit " + to_string(in.dtype);
+    }
   }
   return "";
 }
@@ -769,13 +813,13 @@ GraphInput command_line_input(const std::string& arg) {
       in.fill = InputFill::kCausal;
     } else {
       KA_CHECK(kind == to_string(InputFill::kRandn), "--input '", arg, "': unknown kind '", kind,
-               "' (a dtype: float32, int64, int32, bool; or a fill of float32 values: randn, "
-               "mask, causal)");
+               "' (a dtype: ", input_dtype_names(),
+               "; or a fill of float32 values: randn, mask, causal)");
     }
   }
   if (parts.size() == 4) {
-    KA_CHECK(in.dtype == InputDtype::kInt64 || in.dtype == InputDtype::kInt32, "--input '", arg,
-             "': a range is for int64 or int32 inputs");
+    KA_CHECK(is_integer(in.dtype), "--input '", arg,
+             "': a range is for integer inputs (int64, int32, int16, int8, uint8)");
     parse_command_line_range(arg, parts[3], in);
   }
   if (const std::string why = input_kind_error(in); !why.empty()) {

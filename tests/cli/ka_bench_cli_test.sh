@@ -286,7 +286,16 @@ case "$case_name" in
     expect_exit 2 --model "$models_dir/token_classifier.pt" --input input_ids:2x16:half --input attention_mask:2x16:int64
     grep -q "unknown kind 'half'" "$tmp/err" || fail "unknown dtype"
     expect_exit 2 --model "$models_dir/token_classifier.pt" --input input_ids:2x16:float32:0..9 --input attention_mask:2x16:int64
-    grep -q "a range is for int64 or int32 inputs" "$tmp/err" || fail "range of a float input"
+    grep -q "a range is for integer inputs (int64, int32, int16, int8, uint8)" "$tmp/err" || fail "range of a float input"
+    # Other dtypes a model may take are inputs too: a uint8 mask (an int16 one the embedding
+    # refuses, by libtorch's word).
+    expect_exit 0 --model "$models_dir/token_classifier.pt" --input input_ids:2x16:int32:0..1000 \
+      --input attention_mask:2x16:uint8 --explain
+    grep -q "inputs input_ids=\[2, 16\]/int32 in \[0, 1000) attention_mask=\[2, 16\]/uint8 in \[0, 2)" "$tmp/out" || fail "int32 and uint8 inputs in the heading"
+    grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "a uint8 mask: ka's run is not correct"
+    expect_exit 2 --model "$models_dir/token_classifier.pt" --input input_ids:2x16:int16:0..1000 \
+      --input attention_mask:2x16:uint8
+    grep -q "(input_ids:2x16:int16, attention_mask:2x16:uint8): libtorch says: .*Long, Int" "$tmp/err" || fail "int16 ids must be refused with libtorch's reason"
     ;;
   model_ids_and_dict)
     # Token ids and an integer mask in, a dict and an int out, as a Hugging Face model is

@@ -205,8 +205,8 @@ TEST(Suite, GraphInputsTakeADtypeAndAnIntegerRange) {
   const std::string path = write_temp("dtypes", R"(suite: x
 graphs:
   g: |
-    graph(%ids : Tensor, %keep : Tensor, %pos : Tensor, %x : Tensor):
-      return (%ids, %keep, %pos, %x)
+    graph(%ids : Tensor, %keep : Tensor, %pos : Tensor, %x : Tensor, %h : Tensor, %b : Tensor):
+      return (%ids, %keep, %pos, %x, %h, %b)
 groups:
   - model: m
     cases:
@@ -217,12 +217,14 @@ groups:
           keep: {shape: [2, 8], dtype: bool}
           pos: {shape: [8], dtype: int32}
           x: {shape: [2, 8, 4], dtype: float32}
+          h: {shape: [4], dtype: float16, fill: mask}
+          b: {shape: [4], dtype: uint8, range: [0, 256]}
 )");
   const Suite s = load_suite_file(path);
   fs::remove(path);
   ASSERT_EQ(s.cases.size(), 1U);
   const std::vector<GraphInput>& in = s.cases[0].inputs;
-  ASSERT_EQ(in.size(), 4U);
+  ASSERT_EQ(in.size(), 6U);
   EXPECT_EQ(in[0].dtype, InputDtype::kInt64);
   EXPECT_EQ(in[0].low, 0);
   EXPECT_EQ(in[0].high, 30522);
@@ -231,8 +233,12 @@ groups:
   EXPECT_EQ(in[2].high, 2) << "integers default to 0 and 1";
   EXPECT_EQ(in[3].dtype, InputDtype::kFloat32);
   EXPECT_EQ(in[3].fill, InputFill::kRandn);
-  // Sizes in bytes: int64 8, bool 1, int32 and float32 4 per element.
-  EXPECT_EQ(case_tensor_bytes(s.cases[0]), std::uint64_t{16 * 8 + 16 + 8 * 4 + 64 * 4});
+  EXPECT_EQ(in[4].dtype, InputDtype::kFloat16);
+  EXPECT_EQ(in[4].fill, InputFill::kMask);
+  EXPECT_EQ(in[5].dtype, InputDtype::kUInt8);
+  EXPECT_EQ(in[5].high, 256);
+  // Sizes in bytes: int64 8, bool 1, int32 and float32 4, float16 2, uint8 1 per element.
+  EXPECT_EQ(case_tensor_bytes(s.cases[0]), std::uint64_t{16 * 8 + 16 + 8 * 4 + 64 * 4 + 8 + 4});
 }
 
 // A model's non-tensor arguments (--input NAME=VALUE, or a value in a suite file).
@@ -309,8 +315,9 @@ groups:
        ":11:", "bad fill 'ones' for input 'a'"},
       {"bad_dtype",
        head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
-              "float16}, b: [2]}}\n",
-       ":11:", "bad dtype 'float16' for input 'a' (float32, int64, int32 or bool)"},
+              "float8}, b: [2]}}\n",
+       ":11:", "bad dtype 'float8' for input 'a' (float32, int64, int32, bool, float64, float16, "
+               "bfloat16, int16, int8, uint8)"},
       {"range_of_floats",
        head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], range: "
               "[0, 9]}, b: [2]}}\n",
@@ -327,10 +334,22 @@ groups:
        head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
               "int32, range: [0, 4294967296]}, b: [2]}}\n",
        ":11:", "the range of input 'a' does not fit int32"},
+      {"uint8_range",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "uint8, range: [-1, 10]}, b: [2]}}\n",
+       ":11:", "the range of input 'a' does not fit uint8"},
+      {"int8_range",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "int8, range: [0, 129]}, b: [2]}}\n",
+       ":11:", "the range of input 'a' does not fit int8"},
+      {"range_of_halves",
+       head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
+              "float16, range: [0, 9]}, b: [2]}}\n",
+       ":11:", "input 'a' has a range but is float16"},
       {"masked_ints",
        head + "      - {name: c, graph: g, params: {ONE: 1}, inputs: {a: {shape: [2], dtype: "
               "int64, fill: mask}, b: [2]}}\n",
-       ":11:", "input 'a' is int64, but fill 'mask' makes float32 values"},
+       ":11:", "input 'a' is int64, but fill 'mask' makes floating-point values"},
       {"unset_param", head + "      - {name: c, graph: g, inputs: {a: [2], b: [2]}}\n",
        ":11:", "uses ${ONE} but the case's 'params' do not set ONE"},
       {"unused_param",

@@ -20,12 +20,22 @@ enum class InputFill {
 const char* to_string(InputFill fill) noexcept;
 
 /// The element type of a graph case's input tensor: fp32 activations, or integers (token ids,
-/// positions, an attention mask of 0/1) and booleans as real models take them.
-enum class InputDtype { kFloat32, kInt64, kInt32, kBool };
-/// "float32", "int64", "int32", "bool".
+/// positions, an attention mask of 0/1) and booleans as real models take them, or the other
+/// float and integer types a model may be saved in (ka's kernels take float32; the rest runs
+/// libtorch's).
+enum class InputDtype {
+  kFloat32, kInt64, kInt32, kBool, kFloat64, kFloat16, kBFloat16, kInt16, kInt8, kUInt8
+};
+/// Every InputDtype, in the order help texts list them.
+extern const InputDtype kInputDtypes[10];
+/// "float32", "int64", "int32", "bool", "float64", "float16", "bfloat16", "int16", "int8",
+/// "uint8".
 const char* to_string(InputDtype dtype) noexcept;
 /// Bytes per element.
 std::size_t element_bytes(InputDtype dtype) noexcept;
+/// Integer dtypes draw from a range [LOW, HIGH); floating ones from randn or a fill.
+bool is_integer(InputDtype dtype) noexcept;
+bool is_floating(InputDtype dtype) noexcept;
 
 /// A non-tensor argument of a model's forward: None, an int, a float or a bool (an optional
 /// mask left out, a sequence length, a flag).
