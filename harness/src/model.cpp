@@ -117,6 +117,11 @@ std::optional<InputValue> value_of(const c10::IValue& v) {
   return out;
 }
 
+// The types of what an input may be given as.
+const c10::TypePtr kGivenTypes[] = {c10::TensorType::get(), c10::IntType::get(),
+                                    c10::FloatType::get(), c10::BoolType::get(),
+                                    c10::NoneType::get()};
+
 // Checks that `in` suits forward's argument of type `type`; an int given for a float becomes
 // that float.
 void check_input_type(const LoadedModel& model, const c10::TypePtr& type, GraphInput& in) {
@@ -152,6 +157,13 @@ void check_module_inputs(const LoadedModel& model, SuiteCase& c) {
   for (std::size_t i = 0; i < model.input_names.size(); ++i) {
     const std::string& name = model.input_names[i];
     const c10::TypePtr& type = model.input_type_ptrs[i];
+    const bool takes_something =
+        std::any_of(std::begin(kGivenTypes), std::end(kGivenTypes),
+                    [&](const c10::TypePtr& t) { return t->isSubtypeOf(*type); });
+    KA_CHECK(takes_something || model.input_defaults[i].has_value(), "model '", model.path,
+             "': input '", name, "' has type ", type->annotation_str(),
+             "; ka-bench gives a model tensors (--input NAME:SHAPE) and ints, floats, bools ",
+             "or None (--input NAME=VALUE)");
     const auto it = std::find_if(c.inputs.begin(), c.inputs.end(),
                                  [&](const GraphInput& in) { return in.name == name; });
     if (it != c.inputs.end()) {
