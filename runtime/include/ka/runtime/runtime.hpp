@@ -88,7 +88,7 @@ class Runtime {
   /// lower(), or nullopt with `why` ("node 4 (prim::If) is control flow ka does not flatten")
   /// for a graph only libtorch's interpreter can run. Control flow that `inputs` settle (an
   /// `if mask is not None` with mask None, a loop over an int argument) is folded first, on a
-  /// copy (Note [Control flow settled by the inputs] in runtime.cpp).
+  /// copy (Note [Control flow settled by the inputs] in settled_graph.cpp).
   static std::optional<extractor::OpGraph> try_lower(torch::jit::Graph& graph,
                                                      const std::vector<c10::IValue>& inputs,
                                                      std::string& why);
