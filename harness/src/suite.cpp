@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -628,29 +629,16 @@ std::optional<InputValue> parse_input_value(const std::string& text) {
     v.b = text[0] == 't' || text[0] == 'T';
     return v;
   }
-  if (text.empty() || text.find_first_of(" \t\n") != std::string::npos) return std::nullopt;
-  try {
-    std::size_t used = 0;
-    v.i = std::stoll(text, &used);
-    if (used == text.size()) {
-      v.kind = InputValue::Kind::kInt;
-      return v;
-    }
-    v.f = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(v.f)) {
-      v.kind = InputValue::Kind::kFloat;
-      return v;
-    }
-  } catch (const std::exception&) {
-    try {  // "1e-5", ".5": no integer prefix
-      std::size_t used = 0;
-      v.f = std::stod(text, &used);
-      if (used == text.size() && std::isfinite(v.f)) {
-        v.kind = InputValue::Kind::kFloat;
-        return v;
-      }
-    } catch (const std::exception&) {
-    }
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  if (const auto r = std::from_chars(first, last, v.i); r.ec == std::errc() && r.ptr == last) {
+    v.kind = InputValue::Kind::kInt;
+    return v;
+  }
+  if (const auto r = std::from_chars(first, last, v.f);
+      r.ec == std::errc() && r.ptr == last && std::isfinite(v.f)) {
+    v.kind = InputValue::Kind::kFloat;
+    return v;
   }
   return std::nullopt;
 }
