@@ -22,6 +22,12 @@
 namespace ka::tuner {
 namespace {
 
+// Removes a test database and the -wal and -shm files beside it, which SQLite leaves when the
+// last connection to close was read-only (as this file's checks and load_table are).
+void remove_db(const std::string& db) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+}
+
 TuneOptions tiny(const std::string& db) {
   TuneOptions o;
   o.op = "aten::addmm";
@@ -44,7 +50,7 @@ std::int64_t count(db::Connection& c, const std::string& sql) {
 
 TEST(Tune, StoresTrialsResumesAndFeedsTheExtractor) {
   const std::string db = ::testing::TempDir() + "ka_tune_" + std::to_string(::getpid()) + ".db";
-  std::remove(db.c_str());
+  remove_db(db);
   auto first = tune(tiny(db));
   ASSERT_EQ(first.size(), 1U);
   EXPECT_EQ(first[0].evaluated, 6U);
@@ -78,7 +84,7 @@ TEST(Tune, StoresTrialsResumesAndFeedsTheExtractor) {
             std::string::npos)
       << dump["config"] << " vs " << second[0].best_config;
   rt.set_table(db::RecommendationTable());
-  std::remove(db.c_str());
+  remove_db(db);
 }
 
 // "MxKxN:t" tunes the call F.linear makes (B = Wᵀ of a contiguous N×K weight): its rows carry
@@ -86,7 +92,7 @@ TEST(Tune, StoresTrialsResumesAndFeedsTheExtractor) {
 // attention's k.transpose(1, 2).
 TEST(Tune, TransposedBShapesTuneTheLinearLayout) {
   const std::string db = ::testing::TempDir() + "ka_tune_t_" + std::to_string(::getpid()) + ".db";
-  std::remove(db.c_str());
+  remove_db(db);
   TuneOptions o = tiny(db);
   o.shapes = {"8x40x72:t"};
   // Configurations this ISA path refuses (micro_n 32 and 48 off AVX-512, skinny=1 above 16
@@ -125,14 +131,14 @@ TEST(Tune, TransposedBShapesTuneTheLinearLayout) {
   o.op = "aten::_softmax";
   o.shapes = {"8x40:t"};  // only a GEMM's B can be transposed
   EXPECT_THROW(tune(o), ValueError);
-  std::remove(db.c_str());
+  remove_db(db);
 }
 
 // The memory-bound kernels tune through the same engine: softmax's stream/prefetch/rows
 // space, checked against libtorch; the winner reaches the extractor through the table.
 TEST(Tune, SoftmaxLayerNormSumAndElementwiseOps) {
   const std::string db = ::testing::TempDir() + "ka_tune_rows_" + std::to_string(::getpid()) + ".db";
-  std::remove(db.c_str());
+  remove_db(db);
   for (const char* op : {"aten::_softmax", "aten::layer_norm", "aten::sum.dim_IntList",
                          "aten::add.Tensor", "aten::gelu", "aten::silu", "aten::tanh"}) {
     TuneOptions o = tiny(db);
@@ -158,7 +164,7 @@ TEST(Tune, SoftmaxLayerNormSumAndElementwiseOps) {
   const auto dump = nlohmann::json::parse(rt.extractor().dump_extraction_context());
   EXPECT_EQ(dump["provenance"], "exact");
   rt.set_table(db::RecommendationTable());
-  std::remove(db.c_str());
+  remove_db(db);
 }
 
 // An exhaustive sweep of a tiny GEMM: most of the space runs as a few configurations, each
@@ -166,7 +172,7 @@ TEST(Tune, SoftmaxLayerNormSumAndElementwiseOps) {
 // differently from it (never the default timed against itself).
 TEST(Tune, EquivalentConfigsAreMeasuredOnce) {
   const std::string db = ::testing::TempDir() + "ka_tune_eq_" + std::to_string(::getpid()) + ".db";
-  std::remove(db.c_str());
+  remove_db(db);
   TuneOptions o = tiny(db);
   o.op = "aten::mm";
   o.shapes = {"8x16x24"};
@@ -220,7 +226,7 @@ TEST(Tune, EquivalentConfigsAreMeasuredOnce) {
   } else {
     EXPECT_DOUBLE_EQ(out[0].gain, 1.0);
   }
-  std::remove(db.c_str());
+  remove_db(db);
 }
 
 TEST(Tune, BadRequestsAreClearErrors) {
