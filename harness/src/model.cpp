@@ -57,8 +57,7 @@ std::shared_ptr<LoadedModel> load_uncached(const std::string& path) {
   const auto& arguments = forward->function().getSchema().arguments();
   for (std::size_t i = 1; i < inputs.size(); ++i) {
     m->input_names.push_back(source_name(inputs[i]->debugName()));
-    m->input_types.push_back(inputs[i]->type()->annotation_str());
-    m->input_type_ptrs.push_back(inputs[i]->type());
+    m->input_types.push_back(inputs[i]->type());
     std::optional<c10::IValue> fallback;
     if (i < arguments.size() && arguments[i].default_value()) {
       fallback = *arguments[i].default_value();
@@ -156,7 +155,7 @@ void check_module_inputs(const LoadedModel& model, SuiteCase& c) {
   std::vector<GraphInput> ordered;
   for (std::size_t i = 0; i < model.input_names.size(); ++i) {
     const std::string& name = model.input_names[i];
-    const c10::TypePtr& type = model.input_type_ptrs[i];
+    const c10::TypePtr& type = model.input_types[i];
     const bool takes_something =
         std::any_of(std::begin(kGivenTypes), std::end(kGivenTypes),
                     [&](const c10::TypePtr& t) { return t->isSubtypeOf(*type); });
@@ -281,7 +280,7 @@ void check_module_runs(const LoadedModel& model, const SuiteCase& c) {
 std::string describe_inputs(const LoadedModel& model) {
   std::string s;
   for (std::size_t i = 0; i < model.input_names.size(); ++i) {
-    s += (i ? ", " : "") + model.input_names[i] + ": " + model.input_types[i];
+    s += (i ? ", " : "") + model.input_names[i] + ": " + model.input_types[i]->annotation_str();
     const std::optional<c10::IValue>& fallback = model.input_defaults[i];
     if (const auto v = fallback ? value_of(*fallback) : std::nullopt) s += " = " + to_string(*v);
   }

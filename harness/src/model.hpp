@@ -23,8 +23,7 @@ struct LoadedModel {
   std::shared_ptr<torch::jit::Graph> graph;  ///< forward, inlined; input 0 is the module.
   /// forward's arguments after self, as its code names them ("x", not "x.1").
   std::vector<std::string> input_names;
-  std::vector<std::string> input_types;  ///< As TorchScript prints them ("Tensor", "int").
-  std::vector<c10::TypePtr> input_type_ptrs;
+  std::vector<c10::TypePtr> input_types;  ///< annotation_str(): "Tensor", "Optional[Tensor]".
   /// forward's default per argument after self (`mask: Optional[Tensor] = None`), if any.
   std::vector<std::optional<c10::IValue>> input_defaults;
 };
