@@ -130,6 +130,17 @@ std::shared_ptr<torch::jit::Graph> parse_ir(const std::string& ir) {
   } catch (const std::exception& e) {
     KA_THROW(ValueError, "TorchScript IR does not parse: ", e.what());
   }
+  // The parser resolves names as it meets them and accepts graphs that libtorch's passes and
+  // interpreter assume cannot exist (a value used before its definition, a block returning the
+  // node that owns it): the graph's own structural checks (lint) decide.
+  try {
+    graph->lint();
+  } catch (const c10::Error& e) {
+    KA_THROW(ValueError, "TorchScript IR is not a well-formed graph: ",
+             e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    KA_THROW(ValueError, "TorchScript IR is not a well-formed graph: ", e.what());
+  }
   return graph;
 }
 

@@ -163,8 +163,10 @@ std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Nod
   };
   switch (node.kind()) {
     case c10::prim::ListConstruct: {
-      const c10::TypePtr element = node.output()->type()->expectRef<c10::ListType>().getElementType();
-      return [element](Stack& stack) {
+      const auto list_type =
+          num_outputs == 1 ? node.output()->type()->cast<c10::ListType>() : nullptr;
+      KA_CHECK(list_type != nullptr, describe(), " does not make one List");
+      return [element = list_type->getElementType()](Stack& stack) {
         c10::impl::GenericList list(element);
         list.reserve(stack.size());
         for (c10::IValue& v : stack) list.push_back(std::move(v));
@@ -219,6 +221,9 @@ std::optional<extractor::OpGraph::Fallback> instruction_of(const torch::jit::Nod
       };
     }
     case c10::prim::GetAttr: {
+      KA_CHECK(node.hasAttribute(c10::attr::name) &&
+                   node.kindOf(c10::attr::name) == torch::jit::AttributeKind::s,
+               describe(), " names no attribute");
       const std::string name = node.s(c10::attr::name);
       return [name](Stack& stack) {
         c10::IValue attr = stack.at(0).toObjectRef().getAttr(name);
@@ -243,11 +248,30 @@ std::optional<extractor::OpGraph::Fallback> fallback_of(const torch::jit::Node& 
   }
 }
 
+// `inspect(node)`, with libtorch's own errors about the node made ka's, naming it: its accessors
+// assert what a well-formed node holds (an attribute of a kind, a schema that matches), and
+// IR text from a suite file need not hold it.
+template <typename Inspect>
+auto checked_node(const torch::jit::Node& node, int position, Inspect&& inspect) {
+  const auto where = [&] {
+    return "graph node " + std::to_string(position) + " (" + node.kind().toQualString() + ")";
+  };
+  try {
+    return inspect();
+  } catch (const Error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    KA_THROW(ValueError, where(), ": ", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    KA_THROW(ValueError, where(), ": ", e.what());
+  }
+}
+
 // A list whose items are all known ints (shapes, dims) is folded into one value.
 std::optional<c10::IValue> folded_int_list(const torch::jit::Node& node,
                                            const extractor::OpGraph& g,
                                            const std::unordered_map<const torch::jit::Value*, int>& index) {
-  if (node.kind() != c10::prim::ListConstruct) return std::nullopt;
+  if (node.kind() != c10::prim::ListConstruct || node.outputs().size() != 1) return std::nullopt;
   c10::List<std::int64_t> items;
   for (const torch::jit::Value* in : node.inputs()) {
     const auto it = index.find(in);
@@ -417,7 +441,8 @@ std::optional<extractor::OpGraph> Runtime::lower_straight(torch::jit::Graph& gra
       define_constant(node->output(), std::move(*list));
       continue;
     }
-    std::optional<extractor::OpGraph::Fallback> fallback = fallback_of(*node);
+    std::optional<extractor::OpGraph::Fallback> fallback =
+        checked_node(*node, position - 1, [&] { return fallback_of(*node); });
     if (!fallback) {
       why = "node " + std::to_string(position - 1) + " (" + node->kind().toQualString() +
             condition_of(*node) + ") " +
@@ -426,7 +451,7 @@ std::optional<extractor::OpGraph> Runtime::lower_straight(torch::jit::Graph& gra
       return std::nullopt;
     }
     extractor::OpGraph::Node n;
-    n.signature = signature_of(*node);
+    n.signature = checked_node(*node, position - 1, [&] { return signature_of(*node); });
     bool reads_constants = true;  // every tensor it reads holds constant data
     for (const torch::jit::Value* in : node->inputs()) {
       n.inputs.push_back(value_of(in));

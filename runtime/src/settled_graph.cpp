@@ -147,7 +147,13 @@ void fold_until_settled(std::shared_ptr<torch::jit::Graph>& graph) {
 std::shared_ptr<torch::jit::Graph> settled_by_inputs(torch::jit::Graph& graph,
                                                      const std::vector<c10::IValue>& inputs) {
   if (!has_blocks(graph)) return nullptr;
-  std::shared_ptr<torch::jit::Graph> copy = graph.copy();
+  std::shared_ptr<torch::jit::Graph> copy;
+  try {
+    copy = graph.copy();
+  } catch (const std::exception& e) {
+    log().debug("control flow not settled: the graph does not copy ({})", e.what());
+    return nullptr;
+  }
   bool specialized = false;
   for (std::size_t i = 0; i < inputs.size() && i < copy->inputs().size(); ++i) {
     torch::jit::Value* in = copy->inputs()[i];

@@ -96,5 +96,18 @@ TEST(ParseIr, ParserErrorsBecomeValueErrors) {
   EXPECT_NE(err.find("TorchScript IR does not parse"), std::string::npos) << err;
 }
 
+TEST(ParseIr, GraphsThatParseButAreNotWellFormedAreValueErrors) {
+  // Parses (the parser resolves %z once the loop defines it), but the loop's body returns the
+  // loop's own output: found by the ir fuzz target, where copying the graph then failed.
+  const std::string err = error_of(
+      "graph(%x : Tensor, %c : bool):\n"
+      "  %n : int = prim::Constant[value=4]()\n"
+      "  %z : Tensor = prim::Loop(%n, %c, %x)\n"
+      "    block0(%i : int, %acc : Tensor):\n"
+      "      -> (%z, %acc)\n"
+      "  return (%z)\n");
+  EXPECT_NE(err.find("TorchScript IR is not a well-formed graph"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace ka::runtime
