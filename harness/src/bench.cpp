@@ -44,8 +44,10 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <set>
 #include <thread>
 #include <time.h>
+#include <utility>
 
 #ifndef KA_VERSION
 #define KA_VERSION "unknown"
@@ -1008,9 +1010,13 @@ std::string case_heading(const SuiteCase& c) {
 // --breakdown times ka's whole pipeline per case and splits each call into its stages from the
 // profiler's spans: "call" wraps one call as the ka variant makes it (op cases: ka's
 // dispatcher's addmm.out / mm.out, typed, into a preallocated output; graph cases: a fused
-// graph run), "extract" and "execute" are recorded inside it by the extractor. other = call -
-// extract - execute: ka's dispatcher and argument boxing for op cases; lowering the graph and
-// freeing its tensors for graph cases. Op cases then make as many calls of the bare kernel
+// graph run), "extract", "execute" and "fallback" (libtorch's kernel for a node ka does not
+// serve) are recorded inside it by the extractor. The stages nest: a node ka refuses within a
+// fused segment runs its fallback inside "extract", and a fallback that reads data first
+// drains the tasks before it ("execute" inside "extract"). Each stage is charged its exclusive
+// time on the calling thread, its spans less the stage spans within them, so other = call -
+// extract - execute - fallback: ka's dispatcher and argument boxing for op cases; walking the
+// lowered graph and freeing its tensors for graph cases. Op cases then make as many calls of the bare kernel
 // (the ka-kernel variant, "kernel" spans), so pipeline = call - kernel is what going through
 // ka costs over calling its kernel. Each case runs a few warm-up calls, then calls until
 // ~0.3 s (at most 2000), and reports the mean per call of each stage over those calls.
@@ -1020,6 +1026,7 @@ struct BreakdownRow {
   double call_ns = 0.0;
   double extract_ns = 0.0;
   double execute_ns = 0.0;
+  double fallback_ns = 0.0;
   double kernel_ns = std::numeric_limits<double>::quiet_NaN();  ///< ka-kernel; op cases only
   double cpu_ns = std::numeric_limits<double>::quiet_NaN();     ///< calling thread's task-clock
   double ipc = std::numeric_limits<double>::quiet_NaN();
@@ -1040,6 +1047,39 @@ struct CounterTally {
     take(profiler::PerfEvent::kInstructions, instructions, has_instructions);
   }
 };
+
+// Per span name, the time of the spans that started at or after since_ns; for the stages
+// within a call, their exclusive time (Note [--breakdown]): each span less the stage spans
+// nested in it on its thread. "call" and other names are kept whole.
+std::map<std::string, double> stage_totals_ns(const std::vector<profiler::Span>& spans,
+                                              std::int64_t since_ns) {
+  static const std::set<std::string> stages = {"call", "extract", "execute", "fallback"};
+  std::map<std::string, double> total;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<const profiler::Span*>> threads;
+  for (const profiler::Span& sp : spans) {
+    if (sp.start_ns < since_ns) continue;
+    if (stages.count(sp.name) != 0) {
+      threads[{sp.process, sp.track}].push_back(&sp);
+    } else {
+      total[sp.name] += static_cast<double>(sp.duration_ns());
+    }
+  }
+  for (auto& [thread, list] : threads) {
+    // Outer spans first where two start together: they are the ones nested in.
+    std::sort(list.begin(), list.end(), [](const profiler::Span* a, const profiler::Span* b) {
+      return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->depth < b->depth;
+    });
+    std::vector<const profiler::Span*> open;
+    for (const profiler::Span* sp : list) {
+      while (!open.empty() && open.back()->end_ns <= sp->start_ns) open.pop_back();
+      const auto ns = static_cast<double>(sp->duration_ns());
+      total[sp->name] += ns;
+      if (!open.empty() && open.back()->name != "call") total[open.back()->name] -= ns;
+      open.push_back(sp);
+    }
+  }
+  return total;
+}
 
 // Warms the case up, then alternates a pipeline call (counted by `counters`) and, for op
 // cases, a bare-kernel call, so that drift affects both alike, until ~0.3 s or 2000 calls.
@@ -1065,10 +1105,7 @@ BreakdownRow measure_breakdown(detail::BenchCase& b, profiler::PerfCounters& cou
     ++r.calls;
     if (kernel_ran) kernel_ran = b.run_kernel();
   }
-  std::map<std::string, double> total;
-  for (const profiler::Span& sp : rec.collect()) {
-    if (sp.start_ns >= since_ns) total[sp.name] += static_cast<double>(sp.duration_ns());
-  }
+  std::map<std::string, double> total = stage_totals_ns(rec.collect(), since_ns);
   if (!tracing) {
     rec.set_enabled(false);
     rec.clear();
@@ -1077,6 +1114,7 @@ BreakdownRow measure_breakdown(detail::BenchCase& b, profiler::PerfCounters& cou
   r.call_ns = total["call"] / calls;
   r.extract_ns = total["extract"] / calls;
   r.execute_ns = total["execute"] / calls;
+  r.fallback_ns = total["fallback"] / calls;
   if (kernel_ran) r.kernel_ns = total["kernel"] / calls;
   if (tally.has_task_clock) r.cpu_ns = static_cast<double>(tally.task_clock) / calls;
   if (tally.has_cycles && tally.has_instructions && tally.cycles > 0) {
@@ -1090,13 +1128,15 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite,
   const std::regex filter_re = detail::case_filter(
       flag_value(options.benchmark_flags, "benchmark_filter"), "--benchmark_filter");
   fmt::print("ka-bench {} --breakdown: suite '{}'; per call, mean over the calls made (hot "
-             "cache); other = call - extract - execute (op cases: ka's dispatcher and boxing; graphs: "
-             "lowering and freeing tensors); kernel = ka's kernel called directly (ka-kernel), "
+             "cache); each stage's own time, less the stages within it; fallback = libtorch's "
+             "kernels for the nodes ka does not serve; other = call - extract - execute - "
+             "fallback (op cases: ka's dispatcher and boxing; graphs: walking the lowered graph "
+             "and freeing tensors); kernel = ka's kernel called directly (ka-kernel), "
              "pipeline = call - kernel\n",
              KA_VERSION, suite.name);
-  fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>9} {:>12} {:>6}\n",
-             "case", "calls", "call", "other", "extract", "execute", "kernel", "pipeline",
-             "overhead", "cpu/call", "IPC");
+  fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>9} {:>12} {:>6}\n",
+             "case", "calls", "call", "other", "extract", "execute", "fallback", "kernel",
+             "pipeline", "overhead", "cpu/call", "IPC");
   // perf_event counters of the calling thread (pool workers not included); a VM may refuse
   // the hardware ones, which then read n/a (the reason is printed below).
   profiler::PerfCounters counters;
@@ -1109,23 +1149,27 @@ int breakdown_suite(const BenchOptions& options, const Suite& suite,
     try {
       auto b = detail::make_bench_case(c, kSeed + i, context);
       const BreakdownRow r = measure_breakdown(*b, counters);
-      const double dispatch = std::max(0.0, r.call_ns - r.extract_ns - r.execute_ns);
+      const double kernels = r.execute_ns + r.fallback_ns;
+      const double dispatch = std::max(0.0, r.call_ns - r.extract_ns - kernels);
       const auto or_dash = [](double ns) {
         return std::isnan(ns) ? std::string("-") : profiler::format_duration_ns(ns);
       };
-      fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8.1f}% {:>12} {:>6}\n",
+      fmt::print("{:<28} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8.1f}% {:>12} "
+                 "{:>6}\n",
                  c.name, r.calls, profiler::format_duration_ns(r.call_ns),
                  profiler::format_duration_ns(dispatch), profiler::format_duration_ns(r.extract_ns),
-                 profiler::format_duration_ns(r.execute_ns), or_dash(r.kernel_ns),
+                 profiler::format_duration_ns(r.execute_ns),
+                 profiler::format_duration_ns(r.fallback_ns), or_dash(r.kernel_ns),
                  or_dash(r.call_ns - r.kernel_ns),
-                 r.call_ns > 0 ? 100.0 * (r.call_ns - r.execute_ns) / r.call_ns : 0.0,
+                 r.call_ns > 0 ? 100.0 * (r.call_ns - kernels) / r.call_ns : 0.0,
                  or_dash(r.cpu_ns), std::isnan(r.ipc) ? std::string("n/a") : fmt::format("{:.2f}", r.ipc));
     } catch (const std::exception& e) {
       fmt::print("{:<28} FAILED: {}\n", c.name, e.what());
       all_ok = false;
     }
   }
-  fmt::print("(overhead = (call - execute) / call: the share of a call not spent running kernels; "
+  fmt::print("(overhead = (call - execute - fallback) / call: the share of a call not spent "
+             "running kernels, ka's or libtorch's; "
              "cpu/call = the calling thread's task-clock per call, IPC = instructions/cycles of "
              "that thread, perf_event)\n");
   for (const auto& v : counters.read()) {

@@ -391,10 +391,26 @@ case "$case_name" in
     "$ka_bench" --suite smoke --breakdown --benchmark_filter='primes|square' >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 0 ] || fail "exit $rc"
-    grep -qE "^case +calls +call +other +extract +execute +kernel +pipeline +overhead +cpu/call +IPC" "$tmp/out" || fail "no breakdown header"
+    grep -qE "^case +calls +call +other +extract +execute +fallback +kernel +pipeline +overhead +cpu/call +IPC" "$tmp/out" || fail "no breakdown header"
     # primes is an op case: its kernel alone is timed too, and pipeline = call - kernel.
-    grep -qE "^primes +[0-9]+( +-?[0-9.]+ [nmu]?s){6} +[0-9.]+%" "$tmp/out" || fail "no breakdown row for primes"
+    grep -qE "^primes +[0-9]+( +-?[0-9.]+ [nmu]?s){7} +[0-9.]+%" "$tmp/out" || fail "no breakdown row for primes"
     [ "$(grep -c '^one ' "$tmp/out")" = "0" ] || fail "filter ignored"
+    # A graph whose time is libtorch's convolution (a fallback, ~55 MFLOP) before a relu over
+    # 74k floats: the convolution is counted as running a kernel, not as ka's overhead, and the
+    # stages add up to the call.
+    "$ka_bench" --suite "$suite_fixtures/fallback_heavy.yaml" --breakdown >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "fallback_heavy: exit $rc"
+    row=$(grep -E "^conv_relu " "$tmp/out") || fail "no breakdown row for conv_relu"
+    to_ns() { awk -v v="$1" -v u="$2" 'BEGIN { m = (u == "ms") ? 1e6 : (u == "us") ? 1e3 : (u == "s") ? 1e9 : 1; printf "%.0f", v * m }'; }
+    # Graph cases have no bare kernel: kernel and pipeline are one "-" each.
+    read -r _ _ cv cu ov ou xv xu ev eu fv fu _ _ overhead _ <<<"$row"
+    call=$(to_ns "$cv" "$cu"); other=$(to_ns "$ov" "$ou"); extract=$(to_ns "$xv" "$xu")
+    execute=$(to_ns "$ev" "$eu"); fallback=$(to_ns "$fv" "$fu")
+    [ "$fallback" -gt $((call / 2)) ] || fail "conv_relu: fallback $fallback ns of a $call ns call ($row)"
+    sum=$((other + extract + execute + fallback))
+    [ "$sum" -ge $((call * 95 / 100)) ] && [ "$sum" -le $((call * 105 / 100)) ] || fail "conv_relu: stages add to $sum ns of a $call ns call ($row)"
+    awk -v o="${overhead%\%}" 'BEGIN { exit !(o < 50) }' || fail "conv_relu: overhead $overhead counts the fallback ($row)"
     ;;
   trace)
     "$ka_bench" --suite smoke --breakdown --benchmark_filter=primes --trace "$tmp/trace.json" >"$tmp/out" 2>"$tmp/err"
