@@ -1016,10 +1016,11 @@ std::string case_heading(const SuiteCase& c) {
 // drains the tasks before it ("execute" inside "extract"). Each stage is charged its exclusive
 // time on the calling thread, its spans less the stage spans within them, so other = call -
 // extract - execute - fallback: ka's dispatcher and argument boxing for op cases; walking the
-// lowered graph and freeing its tensors for graph cases. Op cases then make as many calls of the bare kernel
-// (the ka-kernel variant, "kernel" spans), so pipeline = call - kernel is what going through
-// ka costs over calling its kernel. Each case runs a few warm-up calls, then calls until
-// ~0.3 s (at most 2000), and reports the mean per call of each stage over those calls.
+// lowered graph and freeing its tensors for graph cases. Op cases then make as many calls of
+// the bare kernel (the ka-kernel variant, "kernel" spans), so pipeline = call - kernel is what
+// going through ka costs over calling its kernel. Each case runs a few warm-up calls, then
+// calls until ~0.3 s (at most 2000), and reports the mean per call of each stage over those
+// calls.
 // One case's --breakdown: per-call means of its spans (ns), NaN where not measured.
 struct BreakdownRow {
   int calls = 0;
