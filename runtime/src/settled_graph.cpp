@@ -142,18 +142,11 @@ void fold_until_settled(std::shared_ptr<torch::jit::Graph>& graph) {
   }
 }
 
-}  // namespace
-
-std::shared_ptr<torch::jit::Graph> settled_by_inputs(torch::jit::Graph& graph,
-                                                     const std::vector<c10::IValue>& inputs) {
-  if (!has_blocks(graph)) return nullptr;
-  std::shared_ptr<torch::jit::Graph> copy;
-  try {
-    copy = graph.copy();
-  } catch (const std::exception& e) {
-    log().debug("control flow not settled: the graph does not copy ({})", e.what());
-    return nullptr;
-  }
+// A copy of `graph` specialized on `inputs` and folded until settled (Note [Control flow
+// settled by the inputs]); nullptr where no input or global mode specializes it.
+std::shared_ptr<torch::jit::Graph> specialized_and_settled(torch::jit::Graph& graph,
+                                                           const std::vector<c10::IValue>& inputs) {
+  std::shared_ptr<torch::jit::Graph> copy = graph.copy();
   bool specialized = false;
   for (std::size_t i = 0; i < inputs.size() && i < copy->inputs().size(); ++i) {
     torch::jit::Value* in = copy->inputs()[i];
@@ -168,18 +161,26 @@ std::shared_ptr<torch::jit::Graph> settled_by_inputs(torch::jit::Graph& graph,
       specialized = true;
     }
   }
+  specialized = fold_to_constants(*copy->block(), global_mode) || specialized;
+  if (!specialized) return nullptr;
+  fold_until_settled(copy);
+  return copy;
+}
+
+}  // namespace
+
+std::shared_ptr<torch::jit::Graph> settled_by_inputs(torch::jit::Graph& graph,
+                                                     const std::vector<c10::IValue>& inputs) {
+  if (!has_blocks(graph)) return nullptr;
   try {
-    specialized = fold_to_constants(*copy->block(), global_mode) || specialized;
-    if (!specialized) return nullptr;
-    fold_until_settled(copy);
+    return specialized_and_settled(graph, inputs);
   } catch (const std::exception& e) {
     // libtorch's passes trust the graph they are given: IR text from a suite file need not
     // hold (a prim::Constant without its value). The graph is then lowered as written, and
     // that lowering's verdict names what is wrong with it.
-    log().debug("control flow not settled: a pass failed on this graph ({})", e.what());
+    log().debug("control flow not settled: copying or folding this graph failed ({})", e.what());
     return nullptr;
   }
-  return copy;
 }
 
 }  // namespace ka::runtime::detail
