@@ -351,6 +351,47 @@ TEST(CpuExecutor, ReadyBlocksWakeTheThreadsTheyMayUse) {
   }
 }
 
+// Note [Light ready work]: independent one-thread tasks on a few bytes each are run by the
+// thread that made them ready, without waking another; the same tasks on a megabyte each (or
+// more of them than kLightTasks) get a helper each, and their blocks meet.
+KernelTask meeting_one(const Meeting& m, const std::vector<float>& buffer) {
+  KernelTask t;
+  t.device = Device::cpu();
+  t.label = "meeting one";
+  t.ranges = {range_of(buffer, Access::kReadWrite)};
+  t.cpu.bind<Meeting, &meet_block>(m, 1, 1);
+  return t;
+}
+
+TEST(CpuExecutor, LightIndependentTasksWakeNoThreadHeavyOnesMeet) {
+  CpuExecutor ex(2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the worker asleep
+  std::atomic<int> clock{0};
+  std::vector<std::vector<float>> small(4, std::vector<float>(16, 0.0F));
+  std::vector<Stamps> stamps(small.size());
+  std::vector<KernelTask> light;
+  for (std::size_t i = 0; i < small.size(); ++i) {
+    light.push_back(probe_task({&clock, &stamps[i].start, &stamps[i].end, &small[i], 1.0F, 0}, 1,
+                               1, {range_of(small[i], Access::kReadWrite)}, "light"));
+  }
+  const std::uint64_t before = ex.wakes();
+  ex.run_batch(std::move(light));
+  EXPECT_EQ(ex.wakes(), before);
+  for (const auto& b : small) EXPECT_EQ(b[0], 1.0F);
+
+  // Two tasks of 1 MiB each, each of whose one block waits for the other's: they finish only
+  // if a second thread is woken for one of them.
+  std::vector<std::vector<float>> big(2, std::vector<float>(std::size_t{1} << 18, 0.0F));
+  std::atomic<int> arrived{0};
+  std::atomic<bool> met{true};
+  const Meeting m{&arrived, 2, &met};
+  std::vector<KernelTask> heavy;
+  for (const auto& b : big) heavy.push_back(meeting_one(m, b));
+  ex.run_batch(std::move(heavy));
+  EXPECT_TRUE(met.load());
+}
+
+
 // The default executor follows the CPU kernels' thread limit (ka-bench --threads N caps graph
 // runs with it); an explicit count is kept.
 TEST(CpuExecutor, DefaultThreadsFollowTheKernelsThreadLimit) {

@@ -96,8 +96,9 @@ class CpuExecutor {
   void wait_all_locked(std::unique_lock<std::mutex>& lock);
   // Blocks in wait or wait_all until a task finishes or help is wanted. mutex_ held.
   void sleep_waiting_locked(std::unique_lock<std::mutex>& lock);
-  // Blocks another thread could claim now, counted up to at_most. mutex_ held.
-  int ready_slots_locked(int at_most) const;
+  // Blocks another thread could claim now, counted up to at_most; with light_counts_one, one
+  // where all of them are light (Note [Light ready work]). mutex_ held.
+  int ready_slots_locked(int at_most, bool light_counts_one) const;
   // Wakes sleeping threads for the ready blocks; `caller_helps`: the calling thread goes on
   // to run one. See Note [Waking helpers]. mutex_ held.
   void wake_helpers_locked(bool caller_helps);
