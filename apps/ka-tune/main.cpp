@@ -130,7 +130,8 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--op", o.op,
                  "exact operator overload: aten::mm, aten::addmm, aten::bmm, aten::_softmax, "
                  "aten::layer_norm, aten::sum.dim_IntList, aten::add.Tensor, aten::mul.Tensor, "
-                 "aten::relu, aten::gelu, aten::sigmoid, aten::silu or aten::tanh");
+                 "aten::relu, aten::gelu, aten::sigmoid, aten::silu, aten::tanh, aten::neg or "
+                 "aten::exp");
   app.add_option("--shapes", a.shapes,
                  "comma-separated shapes: MxKxN (mm, addmm), BxMxKxN (bmm), with ':t' when B "
                  "is passed transposed as F.linear's weight is (128x768x3072:t); else the "

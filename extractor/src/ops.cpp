@@ -64,6 +64,8 @@ constexpr std::array<OpSpec, kNumOps> kSpecs = {{
     {35, "aten::to.dtype_layout", OpKind::kIdentityCast, 8, false, false, {{-1, -1}}},
     {36, "aten::type_as", OpKind::kIdentityCast, 2, false, false, {{-1, -1}}},
     {37, "aten::contiguous", OpKind::kElementwise, 2, false, false, {{0, -1}}},
+    {38, "aten::neg", OpKind::kElementwise, 1, false, false, {{0, -1}}},
+    {39, "aten::exp", OpKind::kElementwise, 1, false, false, {{0, -1}}},
 }};
 
 constexpr int kMulScalarId = 5;
@@ -85,6 +87,8 @@ constexpr int kMulTensorId = 4;
 constexpr int kDivTensorId = 25;
 constexpr int kTanhId = 26;
 constexpr int kPowScalarId = 27;
+constexpr int kNegId = 38;
+constexpr int kExpId = 39;
 
 // Note [matmul on ka]
 // aten::matmul of two tensors of the same rank >= 3 with equal batch dimensions is a bmm over
@@ -422,6 +426,10 @@ int emit_elementwise(const NodeArgs& n, int link, EwInputs& in, kernels::EwProgr
       return p.unary(EwOp::kSilu, reg(0, "self"));
     case kTanhId:
       return p.unary(EwOp::kTanh, reg(0, "self"));
+    case kNegId:
+      return p.unary(EwOp::kNeg, reg(0, "self"));
+    case kExpId:
+      return p.unary(EwOp::kExp, reg(0, "self"));
     case kPowScalarId:
       return emit_pow(n, reg(0, "self"), p);
     case kContiguousId:

@@ -22,7 +22,7 @@ bool tunes_by_sizes(const std::string& op) {
   static const char* const kOps[] = {"aten::_softmax", "aten::layer_norm", "aten::sum.dim_IntList",
                                      "aten::add.Tensor", "aten::mul.Tensor", "aten::relu",
                                      "aten::gelu", "aten::sigmoid", "aten::silu",
-                                     "aten::tanh"};
+                                     "aten::tanh", "aten::neg", "aten::exp"};
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
 

@@ -42,7 +42,8 @@ constexpr TunableOp kTunableOps[] = {
     {"aten::add.Tensor", 1, 4, kSizes}, {"aten::mul.Tensor", 1, 4, kSizes},
     {"aten::relu", 1, 4, kSizes},       {"aten::gelu", 1, 4, kSizes},
     {"aten::sigmoid", 1, 4, kSizes},    {"aten::silu", 1, 4, kSizes},
-    {"aten::tanh", 1, 4, kSizes},
+    {"aten::tanh", 1, 4, kSizes},       {"aten::neg", 1, 4, kSizes},
+    {"aten::exp", 1, 4, kSizes},
 };
 
 const TunableOp& tunable_op(const std::string& op) {
@@ -185,6 +186,12 @@ ShapeCall make_call(const std::string& op, const std::string& shape, bool values
   } else if (op == "aten::tanh") {
     c.args = {x};
     c.reference = [=] { return at::Tensor(at::tanh(x)); };
+  } else if (op == "aten::neg") {
+    c.args = {x};
+    c.reference = [=] { return at::Tensor(at::neg(x)); };
+  } else if (op == "aten::exp") {
+    c.args = {x};
+    c.reference = [=] { return at::Tensor(at::exp(x)); };
   } else {  // in kTunableOps without a call built here
     KA_THROW(InternalError, "no call is built for ", op, ", a tunable op");
   }

@@ -311,6 +311,44 @@ def f(x: Tensor, d: Tensor):
   EXPECT_TRUE(at::equal(outs[2].toTensor(), at::pow(x, 3.0)));
 }
 
+TEST(Fallback, ExpAndNegRunOnKaInOneChain) {
+  // exp and neg are ka's element-wise ops: with the other element-wise nodes around them they
+  // are one fused chain; exp of a float64 tensor runs on libtorch.
+  const Scripted s(R"TS(
+def f(x: Tensor, d: Tensor):
+    return torch.exp(-x) * 0.5 + torch.neg(torch.exp(x)), torch.exp(d), -x
+)TS",
+                   "f");
+  at::manual_seed(15);
+  // Every vector width and a tail, with exp's overflow (inf), underflow (0) and NaN included.
+  const at::Tensor x = at::cat(
+      {at::randn({3, 37}) * 4.0,
+       at::tensor({-100.0F, 100.0F, std::numeric_limits<float>::quiet_NaN()}).view({3, 1})},
+      1);
+  const std::vector<c10::IValue> inputs = {x, at::randn({4}, at::kDouble)};
+  Runtime rt;
+  const GraphResult got = rt.run_graph(*s.graph, inputs);
+  const std::vector<c10::IValue> want = items(s.reference(inputs));
+  const std::vector<c10::IValue> outs = items(got.outputs);
+  ASSERT_EQ(outs.size(), 3U);
+  EXPECT_TRUE(at::allclose(outs[0].toTensor(), want[0].toTensor(), 1e-5, 1e-5, /*equal_nan=*/true));
+  EXPECT_TRUE(at::allclose(outs[1].toTensor(), want[1].toTensor()));
+  EXPECT_TRUE(at::allclose(outs[2].toTensor(), want[2].toTensor(), 0.0, 0.0, /*equal_nan=*/true));
+  bool chain = false;
+  int fallbacks = 0;
+  for (const TaskPlan& t : got.tasks) {
+    if (t.provenance == db::Provenance::kFallback && t.pattern.rfind("aten::", 0) == 0) {
+      ++fallbacks;
+      EXPECT_EQ(t.pattern, "aten::exp") << t.fallback;
+    }
+    chain = chain || (t.pattern.rfind("fused::ew_chain[", 0) == 0 &&
+                      t.pattern.find("aten::exp") != std::string::npos &&
+                      t.pattern.find("aten::neg") != std::string::npos);
+  }
+  EXPECT_TRUE(chain);
+  EXPECT_EQ(fallbacks, 1);
+}
+
 TEST(Fallback, TanhGeluAsGpt2WritesItIsOneFusedChain) {
   // GPT-2's models write the tanh-approximate GELU out (transformers' NewGELUActivation):
   // with tanh and the cube on ka, everything after the first multiply is one element-wise

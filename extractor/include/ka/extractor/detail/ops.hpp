@@ -29,7 +29,7 @@ enum class OpKind : std::uint8_t {
 };
 
 /// How many operators the extractor serves.
-constexpr std::size_t kNumOps = 38;
+constexpr std::size_t kNumOps = 40;
 
 /// One operator ka serves: its exact signature, family, schema arity, for element-wise ops
 /// which arguments are tensors, and for out= overloads which argument is the output.
