@@ -46,6 +46,23 @@ constexpr TunableOp kTunableOps[] = {
     {"aten::exp", 1, 4, kSizes},
 };
 
+// The tunable ops whose one argument is the input, with ATen's function for the reference.
+struct UnaryOp {
+  const char* op;
+  at::Tensor (*fn)(const at::Tensor&);
+};
+constexpr UnaryOp kUnaryOps[] = {
+    {"aten::relu", &at::relu}, {"aten::sigmoid", &at::sigmoid}, {"aten::silu", &at::silu},
+    {"aten::tanh", &at::tanh}, {"aten::neg", &at::neg},         {"aten::exp", &at::exp},
+};
+
+const UnaryOp* unary_op(const std::string& op) {
+  for (const UnaryOp& u : kUnaryOps) {
+    if (op == u.op) return &u;
+  }
+  return nullptr;
+}
+
 const TunableOp& tunable_op(const std::string& op) {
   for (const TunableOp& t : kTunableOps) {
     if (op == t.op) return t;
@@ -174,24 +191,9 @@ ShapeCall make_call(const std::string& op, const std::string& shape, bool values
   } else if (op == "aten::gelu") {
     c.args = {x, std::string("none")};
     c.reference = [=] { return at::Tensor(at::gelu(x)); };
-  } else if (op == "aten::relu") {
+  } else if (const UnaryOp* u = unary_op(op); u != nullptr) {
     c.args = {x};
-    c.reference = [=] { return at::Tensor(at::relu(x)); };
-  } else if (op == "aten::sigmoid") {
-    c.args = {x};
-    c.reference = [=] { return at::Tensor(at::sigmoid(x)); };
-  } else if (op == "aten::silu") {
-    c.args = {x};
-    c.reference = [=] { return at::Tensor(at::silu(x)); };
-  } else if (op == "aten::tanh") {
-    c.args = {x};
-    c.reference = [=] { return at::Tensor(at::tanh(x)); };
-  } else if (op == "aten::neg") {
-    c.args = {x};
-    c.reference = [=] { return at::Tensor(at::neg(x)); };
-  } else if (op == "aten::exp") {
-    c.args = {x};
-    c.reference = [=] { return at::Tensor(at::exp(x)); };
+    c.reference = [=] { return u->fn(x); };
   } else {  // in kTunableOps without a call built here
     KA_THROW(InternalError, "no call is built for ", op, ", a tunable op");
   }
