@@ -234,27 +234,6 @@ inline void for_each_strip(std::int64_t cols, Strip&& strip) {
   if (j < cols) strip(j, cols - j, std::false_type{});
 }
 
-// Note [Skinny passes of a known depth]
-// Every pass but the last reads the same number of rows of B, fixed by the path. A strip's k
-// loop over a run-time depth stays a loop, and a task narrower than B's rows (every task when
-// N is split between threads, or wider than one task) then read B at two thirds of the rate
-// the same loop reached over whole rows: 1 x 4096 x 11008 in two tasks of 5504 columns, 11-12
-// GB/s where BLIS reads 16-17. Unrolled over a depth known at compile time, the strip issues
-// every row's loads back to back, and the split tasks read as fast as BLIS (figures in the
-// commit body). with_pass_depth gives the strips that constant for the depths the paths use;
-// the last, shorter pass keeps the loop.
-
-/// Calls `body(std::integral_constant<std::int64_t, D>{})` with D = kb when kb is one of
-/// `Depths`, else with D = 0 (the depth only known at run time). Note [Skinny passes of a
-/// known depth].
-template <std::int64_t... Depths, typename Body>
-inline void with_pass_depth(std::int64_t kb, Body&& body) {
-  const bool known = ((kb == Depths ? (body(std::integral_constant<std::int64_t, Depths>{}), true)
-                                    : false) ||
-                      ...);
-  if (!known) body(std::integral_constant<std::int64_t, 0>{});
-}
-
 /// The rows of the next pass a group prefetches while it runs (Note [Every group prefetches a
 /// share]): while on row k of its own pass, row k of the next one when k % step == first;
 /// none when `rows` is null. `rows` is the next pass's first row at the group's columns.

@@ -41,10 +41,9 @@ inline __m256i lanes(std::int64_t live) {
 }
 
 // C[0:R, 0:8V] += alpha * A_group @ B[0:kb, 0:8V], columns past `w` masked; ap[k * lda + r]
-// is A[r, k] of this group; Depth > 0: kb == Depth (Note [Skinny passes of a known depth]).
-// Always inlined into its group_x_columns: a call per strip, which GCC chose once two of
-// those shared it, cost M = 16 a fifth of its speed.
-template <int R, int V, bool Full, std::int64_t Depth>
+// is A[r, k] of this group. Always inlined into its group_x_columns: a call per strip, which
+// GCC chose once two of those shared it, cost M = 16 a fifth of its speed.
+template <int R, int V, bool Full>
 inline __attribute__((always_inline)) void group_x_strip_impl(
     const float* ap, std::int64_t lda, const float* b, NextPassShare next, std::int64_t ldb,
     float* c, std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
@@ -56,9 +55,7 @@ inline __attribute__((always_inline)) void group_x_strip_impl(
 #pragma GCC unroll 4
     for (int q = 0; q < V; ++q) acc[r][q] = _mm256_setzero_ps();
   }
-  if constexpr (Depth > 0) kb = Depth;
   std::int64_t due = next.rows != nullptr ? next.first : kb;  // the next row to prefetch
-#pragma GCC unroll 16
   for (std::int64_t k = 0; k < kb; ++k) {
     if (k == due) {
       for (int q = 0; q < V; q += 2) {  // 16 columns: one cache line where B is aligned
@@ -105,21 +102,12 @@ void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPass
                      std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                      std::int64_t kb, float alpha) {
   if (!Prefetch) next.rows = nullptr;
-  const auto strips = [&](auto depth) {
-    for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-      NextPassShare at_j = next;
-      if (at_j.rows != nullptr) at_j.rows += j;
-      group_x_strip_impl<R, V, decltype(full)::value, decltype(depth)::value>(
-          ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
-    });
-  };
-  // Groups that prefetch (M > 6, compute-bound) ran 10-25 % slower unrolled over their 16-row
-  // passes: they keep the loop (Note [Skinny passes of a known depth]).
-  if constexpr (Prefetch) {
-    strips(std::integral_constant<std::int64_t, 0>{});
-  } else {
-    with_pass_depth<kSkinnyRowsPerPass>(kb, strips);
-  }
+  for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
+    NextPassShare at_j = next;
+    if (at_j.rows != nullptr) at_j.rows += j;
+    group_x_strip_impl<R, V, decltype(full)::value>(ap, lda, b + j, at_j, ldb, c + j, ldc, w,
+                                                    kb, alpha);
+  });
 }
 
 constexpr int kMaxGroupRows = kAvx2MaxGroupRows;

@@ -32,9 +32,9 @@ namespace {
 // C[0:R, 0:16V] += alpha * A_group @ B[0:kb, 0:16V], columns past `w` masked; `ap` holds the
 // group's rows of the pass's A block k-major (ap[k * lda + r] = A[r, k0 + k]), so the
 // broadcasts share one pointer (with R row pointers GCC ran out of general registers and
-// spilled the accumulators). Depth > 0: kb == Depth (Note [Skinny passes of a known depth]).
-template <int R, int V, bool Full, std::int64_t Depth>
-inline __attribute__((always_inline)) void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
+// spilled the accumulators).
+template <int R, int V, bool Full>
+void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
                        std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t w,
                        std::int64_t kb, float alpha) {
   __mmask16 mask[V];
@@ -48,9 +48,7 @@ inline __attribute__((always_inline)) void rows_x_strip_impl(const float* ap, st
 #pragma GCC unroll 4
     for (int q = 0; q < V; ++q) acc[r][q] = _mm512_setzero_ps();
   }
-  if constexpr (Depth > 0) kb = Depth;
   std::int64_t due = next.rows != nullptr ? next.first : kb;  // the next row to prefetch
-#pragma GCC unroll 32
   for (std::int64_t k = 0; k < kb; ++k) {
     if (k == due) {
       for (int q = 0; q < V; ++q) {
@@ -86,18 +84,6 @@ inline __attribute__((always_inline)) void rows_x_strip_impl(const float* ap, st
   }
 }
 
-// Note [Longer AVX-512 skinny passes]
-// Each pass starts every strip's accumulators at zero and ends by adding them to C, whose M
-// rows over the task's columns (16 x 2048 floats: 128 KiB) live in L2, not L1: a masked load
-// and store of C per accumulator per pass. Over 8 rows of B that is one C load and store per
-// 8 FMAs, and at M > 4 (compute-bound on a machine that streams B at 30 GB/s) C's traffic
-// bounds the path. Passes of 32 rows cut it 4x: M = 16 ran 15-20 % faster on Zen 4 (figures
-// in the commit body). 64 rows was slower again, and up to 4 rows (where the path reads B at
-// memory speed) 32-row passes made M = 1 ~30 % slower, so those keep kSkinnyRowsPerPass. Why
-// was not measured (this VM has no cache counters); a likely cause of the M = 1 loss is the
-// next pass's prefetch, then 32 rows ahead.
-constexpr std::int64_t kLongPassRows = 32;
-
 // The group's rows over all `cols` columns of the pass: full strips of 16V columns, then the
 // masked tail. One call per group and pass (a call per strip cost as much as a strip's FMAs
 // at M = 16).
@@ -105,13 +91,11 @@ template <int R, int V>
 void rows_x_columns(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
                     std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                     std::int64_t kb, float alpha) {
-  with_pass_depth<kSkinnyRowsPerPass, kLongPassRows>(kb, [&](auto depth) {
-    for_each_strip<16 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-      NextPassShare at_j = next;
-      if (at_j.rows != nullptr) at_j.rows += j;
-      rows_x_strip_impl<R, V, decltype(full)::value, decltype(depth)::value>(
-          ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
-    });
+  for_each_strip<16 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
+    NextPassShare at_j = next;
+    if (at_j.rows != nullptr) at_j.rows += j;
+    rows_x_strip_impl<R, V, decltype(full)::value>(ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb,
+                                                   alpha);
   });
 }
 
@@ -129,6 +113,18 @@ constexpr std::array<SkinnyGroupKernel, sizeof...(R)> narrow_table(std::integer_
 constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kMaxGroupRows>());
 constexpr std::array<SkinnyGroupKernel, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns<2, 4>,
                                           &rows_x_columns<3, 4>, &rows_x_columns<4, 4>};
+
+// Note [Longer AVX-512 skinny passes]
+// Each pass starts every strip's accumulators at zero and ends by adding them to C, whose M
+// rows over the task's columns (16 x 2048 floats: 128 KiB) live in L2, not L1: a masked load
+// and store of C per accumulator per pass. Over 8 rows of B that is one C load and store per
+// 8 FMAs, and at M > 4 (compute-bound on a machine that streams B at 30 GB/s) C's traffic
+// bounds the path. Passes of 32 rows cut it 4x: M = 16 ran 15-20 % faster on Zen 4 (figures
+// in the commit body). 64 rows was slower again, and up to 4 rows (where the path reads B at
+// memory speed) 32-row passes made M = 1 ~30 % slower, so those keep kSkinnyRowsPerPass. Why
+// was not measured (this VM has no cache counters); a likely cause of the M = 1 loss is the
+// next pass's prefetch, then 32 rows ahead.
+constexpr std::int64_t kLongPassRows = 32;
 
 // The vector type of skinny_dot_columns.
 struct Avx512Floats {
