@@ -234,6 +234,59 @@ inline void for_each_strip(std::int64_t cols, Strip&& strip) {
   if (j < cols) strip(j, cols - j, std::false_type{});
 }
 
+// Note [Skinny passes of a known depth]
+// Every pass but the last reads the same number of rows of B, fixed by the path. A strip's k
+// loop over a run-time depth stays a loop, and a task narrower than B's rows (every task when
+// N is split between threads, or wider than one task) then read B at two thirds of the rate
+// the same loop reached over whole rows: 1 x 4096 x 11008 in two tasks of 5504 columns, 11-12
+// GB/s where BLIS reads 16-17. Unrolled over a depth known at compile time, the strip issues
+// every row's loads back to back, and the split tasks read as fast as BLIS (figures in the
+// commit bodies). So a group kernel runs its full passes through a strip instance of the
+// path's depth and only the last, shorter pass through the loop. The unroll pragma stays on
+// the known-depth loop: on the run-time loop it made clang (the fuzz build, with ASan and
+// coverage) spend over a quarter of an hour on one file. The unrolling must be whole (the
+// AVX-512 passes of 32 rows unrolled by 8 lost all of M = 16's gain), and sanitizer builds
+// leave the known-depth instances out: instrumenting every load of 32 unrolled rows took the
+// AVX-512 file from 28 s to 135 s (clang, fuzz build) and 280 s (GCC, ASan), for code that
+// computes the same thing as the loop they still test.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSkinnyKnownDepths = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSkinnyKnownDepths = false;
+#else
+constexpr bool kSkinnyKnownDepths = true;
+#endif
+#else
+constexpr bool kSkinnyKnownDepths = true;
+#endif
+
+/// `row(k)` for k in [0, kb): unrolled when Depth > 0 (the caller guarantees kb == Depth), a
+/// loop when Depth == 0. Note [Skinny passes of a known depth].
+template <std::int64_t Depth, typename Row>
+inline __attribute__((always_inline)) void for_each_pass_row(std::int64_t kb, Row&& row) {
+  if constexpr (Depth > 0) {
+#pragma GCC unroll 32
+    for (std::int64_t k = 0; k < Depth; ++k) row(k);
+  } else {
+    for (std::int64_t k = 0; k < kb; ++k) row(k);
+  }
+}
+
+/// `body(std::integral_constant<std::int64_t, Depth>{})` when kb == Depth (a full pass), else
+/// `body` of the constant 0 (the last, shorter pass, and every pass in sanitizer builds). Note
+/// [Skinny passes of a known depth].
+template <std::int64_t Depth, typename Body>
+inline void with_pass_depth(std::int64_t kb, Body&& body) {
+  if constexpr (kSkinnyKnownDepths) {
+    if (kb == Depth) {
+      body(std::integral_constant<std::int64_t, Depth>{});
+      return;
+    }
+  }
+  body(std::integral_constant<std::int64_t, 0>{});
+}
+
 /// The rows of the next pass a group prefetches while it runs (Note [Every group prefetches a
 /// share]): while on row k of its own pass, row k of the next one when k % step == first;
 /// none when `rows` is null. `rows` is the next pass's first row at the group's columns.

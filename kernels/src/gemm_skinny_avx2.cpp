@@ -41,9 +41,10 @@ inline __m256i lanes(std::int64_t live) {
 }
 
 // C[0:R, 0:8V] += alpha * A_group @ B[0:kb, 0:8V], columns past `w` masked; ap[k * lda + r]
-// is A[r, k] of this group. Always inlined into its group_x_columns: a call per strip, which
-// GCC chose once two of those shared it, cost M = 16 a fifth of its speed.
-template <int R, int V, bool Full>
+// is A[r, k] of this group; Depth > 0: kb == Depth (Note [Skinny passes of a known depth]).
+// Always inlined into its group_x_columns: a call per strip, which GCC chose once two of
+// those shared it, cost M = 16 a fifth of its speed.
+template <int R, int V, bool Full, std::int64_t Depth>
 inline __attribute__((always_inline)) void group_x_strip_impl(
     const float* ap, std::int64_t lda, const float* b, NextPassShare next, std::int64_t ldb,
     float* c, std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
@@ -56,7 +57,7 @@ inline __attribute__((always_inline)) void group_x_strip_impl(
     for (int q = 0; q < V; ++q) acc[r][q] = _mm256_setzero_ps();
   }
   std::int64_t due = next.rows != nullptr ? next.first : kb;  // the next row to prefetch
-  for (std::int64_t k = 0; k < kb; ++k) {
+  for_each_pass_row<Depth>(kb, [&](std::int64_t k) __attribute__((always_inline)) {
     if (k == due) {
       for (int q = 0; q < V; q += 2) {  // 16 columns: one cache line where B is aligned
         _mm_prefetch(reinterpret_cast<const char*>(next.rows + k * ldb + 8 * q), _MM_HINT_T0);
@@ -76,7 +77,7 @@ inline __attribute__((always_inline)) void group_x_strip_impl(
 #pragma GCC unroll 4
       for (int q = 0; q < V; ++q) acc[r][q] = _mm256_fmadd_ps(ar, bv[q], acc[r][q]);
     }
-  }
+  });
   const __m256 va = _mm256_set1_ps(alpha);
   // Unrolled like the k loop: an acc indexed by a run-time r would live in memory.
 #pragma GCC unroll 6
@@ -102,12 +103,22 @@ void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPass
                      std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                      std::int64_t kb, float alpha) {
   if (!Prefetch) next.rows = nullptr;
-  for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-    NextPassShare at_j = next;
-    if (at_j.rows != nullptr) at_j.rows += j;
-    group_x_strip_impl<R, V, decltype(full)::value>(ap, lda, b + j, at_j, ldb, c + j, ldc, w,
-                                                    kb, alpha);
-  });
+  const auto strips = [&](auto depth) {
+    for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
+      NextPassShare at_j = next;
+      if (at_j.rows != nullptr) at_j.rows += j;
+      group_x_strip_impl<R, V, decltype(full)::value,
+                         decltype(full)::value ? decltype(depth)::value : 0>(
+          ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
+    });
+  };
+  // Groups that prefetch (M > 6, compute-bound) ran 10-25 % slower unrolled over their 16-row
+  // passes: they keep the loop (Note [Skinny passes of a known depth]).
+  if constexpr (Prefetch) {
+    strips(std::integral_constant<std::int64_t, 0>{});
+  } else {
+    with_pass_depth<kSkinnyRowsPerPass>(kb, strips);
+  }
 }
 
 constexpr int kMaxGroupRows = kAvx2MaxGroupRows;

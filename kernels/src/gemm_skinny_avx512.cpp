@@ -32,11 +32,11 @@ namespace {
 // C[0:R, 0:16V] += alpha * A_group @ B[0:kb, 0:16V], columns past `w` masked; `ap` holds the
 // group's rows of the pass's A block k-major (ap[k * lda + r] = A[r, k0 + k]), so the
 // broadcasts share one pointer (with R row pointers GCC ran out of general registers and
-// spilled the accumulators).
-template <int R, int V, bool Full>
-void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
-                       std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t w,
-                       std::int64_t kb, float alpha) {
+// spilled the accumulators). Depth > 0: kb == Depth (Note [Skinny passes of a known depth]).
+template <int R, int V, bool Full, std::int64_t Depth>
+inline __attribute__((always_inline)) void rows_x_strip_impl(
+    const float* ap, std::int64_t lda, const float* b, NextPassShare next, std::int64_t ldb,
+    float* c, std::int64_t ldc, std::int64_t w, std::int64_t kb, float alpha) {
   __mmask16 mask[V];
   for (int q = 0; q < V; ++q) {
     const std::int64_t live = std::clamp<std::int64_t>(w - 16 * q, 0, 16);
@@ -49,7 +49,7 @@ void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, NextPa
     for (int q = 0; q < V; ++q) acc[r][q] = _mm512_setzero_ps();
   }
   std::int64_t due = next.rows != nullptr ? next.first : kb;  // the next row to prefetch
-  for (std::int64_t k = 0; k < kb; ++k) {
+  for_each_pass_row<Depth>(kb, [&](std::int64_t k) __attribute__((always_inline)) {
     if (k == due) {
       for (int q = 0; q < V; ++q) {
         _mm_prefetch(reinterpret_cast<const char*>(next.rows + k * ldb + 16 * q), KA_SKINNY_HINT);
@@ -69,7 +69,7 @@ void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, NextPa
 #pragma GCC unroll 4
       for (int q = 0; q < V; ++q) acc[r][q] = _mm512_fmadd_ps(ar, bv[q], acc[r][q]);
     }
-  }
+  });
   const __m512 va = _mm512_set1_ps(alpha);
   // Unrolled like the k loop: an acc indexed by a run-time r would live in memory, and GCC
   // then stores every accumulator on every k.
@@ -86,33 +86,22 @@ void rows_x_strip_impl(const float* ap, std::int64_t lda, const float* b, NextPa
 
 // The group's rows over all `cols` columns of the pass: full strips of 16V columns, then the
 // masked tail. One call per group and pass (a call per strip cost as much as a strip's FMAs
-// at M = 16).
-template <int R, int V>
+// at M = 16). `Depth`: the path's pass depth for these groups (Note [Skinny passes of a
+// known depth]).
+template <int R, int V, std::int64_t Depth>
 void rows_x_columns(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
                     std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                     std::int64_t kb, float alpha) {
-  for_each_strip<16 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-    NextPassShare at_j = next;
-    if (at_j.rows != nullptr) at_j.rows += j;
-    rows_x_strip_impl<R, V, decltype(full)::value>(ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb,
-                                                   alpha);
+  with_pass_depth<Depth>(kb, [&](auto depth) {
+    for_each_strip<16 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
+      NextPassShare at_j = next;
+      if (at_j.rows != nullptr) at_j.rows += j;
+      rows_x_strip_impl<R, V, decltype(full)::value,
+                        decltype(full)::value ? decltype(depth)::value : 0>(
+          ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
+    });
   });
 }
-
-// Note [AVX-512 skinny row groups]
-// Up to 4 rows take 64 columns per strip (4 x 4 accumulators); more rows go in balanced
-// groups of at most 8 over 48 columns (8 x 3 accumulators; M = 16: 8 + 8), each group's three
-// B vectors feeding all its rows, the second group reading the pass's B from L1 or L2. One
-// group of 16 rows over 16 columns issues a broadcast load per FMA (17 loads per 16 FMAs),
-// so its loads, not its FMAs, bound it; 8 x 3 issues 11 per 24.
-constexpr int kMaxGroupRows = 8;
-template <int... R>
-constexpr std::array<SkinnyGroupKernel, sizeof...(R)> narrow_table(std::integer_sequence<int, R...>) {
-  return {&rows_x_columns<R + 1, 3>...};
-}
-constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kMaxGroupRows>());
-constexpr std::array<SkinnyGroupKernel, 4> kWide = {&rows_x_columns<1, 4>, &rows_x_columns<2, 4>,
-                                          &rows_x_columns<3, 4>, &rows_x_columns<4, 4>};
 
 // Note [Longer AVX-512 skinny passes]
 // Each pass starts every strip's accumulators at zero and ends by adding them to C, whose M
@@ -125,6 +114,23 @@ constexpr std::array<SkinnyGroupKernel, 4> kWide = {&rows_x_columns<1, 4>, &rows
 // was not measured (this VM has no cache counters); a likely cause of the M = 1 loss is the
 // next pass's prefetch, then 32 rows ahead.
 constexpr std::int64_t kLongPassRows = 32;
+
+// Note [AVX-512 skinny row groups]
+// Up to 4 rows take 64 columns per strip (4 x 4 accumulators); more rows go in balanced
+// groups of at most 8 over 48 columns (8 x 3 accumulators; M = 16: 8 + 8), each group's three
+// B vectors feeding all its rows, the second group reading the pass's B from L1 or L2. One
+// group of 16 rows over 16 columns issues a broadcast load per FMA (17 loads per 16 FMAs),
+// so its loads, not its FMAs, bound it; 8 x 3 issues 11 per 24.
+constexpr int kMaxGroupRows = 8;
+template <int... R>
+constexpr std::array<SkinnyGroupKernel, sizeof...(R)> narrow_table(std::integer_sequence<int, R...>) {
+  return {&rows_x_columns<R + 1, 3, kLongPassRows>...};
+}
+constexpr auto kNarrow = narrow_table(std::make_integer_sequence<int, kMaxGroupRows>());
+// Up to 4 rows take kSkinnyRowsPerPass, more rows kLongPassRows (skinny_columns_avx512).
+constexpr std::array<SkinnyGroupKernel, 4> kWide = {
+    &rows_x_columns<1, 4, kSkinnyRowsPerPass>, &rows_x_columns<2, 4, kSkinnyRowsPerPass>,
+    &rows_x_columns<3, 4, kSkinnyRowsPerPass>, &rows_x_columns<4, 4, kSkinnyRowsPerPass>};
 
 // The vector type of skinny_dot_columns.
 struct Avx512Floats {
