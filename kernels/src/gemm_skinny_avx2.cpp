@@ -103,7 +103,9 @@ void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPass
                      std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                      std::int64_t kb, float alpha) {
   if (!Prefetch) next.rows = nullptr;
-  const auto strips = [&](auto depth) {
+  // The groups that prefetch (M > 6) run long passes where the task allows (Note [AVX2 long
+  // skinny passes]), the others kSkinnyRowsPerPass.
+  with_pass_depth<Prefetch ? kAvx2LongPassRows : kSkinnyRowsPerPass>(kb, [&](auto depth) {
     for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
       NextPassShare at_j = next;
       if (at_j.rows != nullptr) at_j.rows += j;
@@ -111,14 +113,7 @@ void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPass
                          decltype(full)::value ? decltype(depth)::value : 0>(
           ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
     });
-  };
-  // Groups that prefetch (M > 6, compute-bound) ran 10-25 % slower unrolled over their 16-row
-  // passes: they keep the loop (Note [Skinny passes of a known depth]).
-  if constexpr (Prefetch) {
-    strips(std::integral_constant<std::int64_t, 0>{});
-  } else {
-    with_pass_depth<kSkinnyRowsPerPass>(kb, strips);
-  }
+  });
 }
 
 constexpr int kMaxGroupRows = kAvx2MaxGroupRows;
