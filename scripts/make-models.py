@@ -10,7 +10,7 @@ runs this (target ka_models); nothing binary is committed. Needs python3-torch (
 import math
 import os
 import sys
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -334,6 +334,21 @@ class OptionalArgs(nn.Module):
         return y * scale
 
 
+class ContainerInputs(nn.Module):
+    """Test fixture: forward takes a Tuple (a recurrent cell's (h, c) state) and a List of
+    tensors besides a tensor, and returns a tensor and a tuple."""
+
+    def __init__(self, hidden: int = 32):
+        super().__init__()
+        self.proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x, state: Tuple[torch.Tensor, torch.Tensor], extra: List[torch.Tensor]):
+        h, c = state
+        y = torch.tanh(self.proj(x) + h) * torch.sigmoid(c)
+        y = y + torch.stack(extra, 0).sum(0)
+        return y, (h + y, c * 0.5)
+
+
 MODELS = {
     "gpt2_block": lambda: torch.jit.script(Gpt2Block().eval()),
     "bert_layer": bert_layer,
@@ -343,6 +358,7 @@ MODELS = {
     "hf_gpt2_block": hf_gpt2_block,  # last: the models before it keep their seeds
     "token_classifier": lambda: torch.jit.script(TokenClassifier().eval()),  # test fixture
     "optional_args": lambda: torch.jit.script(OptionalArgs().eval()),  # test fixture
+    "container_inputs": lambda: torch.jit.script(ContainerInputs().eval()),  # test fixture
 }
 
 

@@ -74,7 +74,9 @@ void add_options(CLI::App& app, ka::harness::BenchOptions& options, ToolFlags& f
                  "bfloat16, int16, int8, uint8) or a fill of float32 values (randn, mask, "
                  "causal). A "
                  "non-tensor argument takes NAME=VALUE (an int, a float, true, false, none), "
-                 "e.g. n=3 or mask=none; one left out takes forward's default");
+                 "e.g. n=3 or mask=none; one left out takes forward's default. A Tuple or "
+                 "List argument takes its items one by one as NAME.0, NAME.1, ..., e.g. "
+                 "state.0:1x4x64 state.1:1x4x64");
   app.add_option("--suites-dir", options.suites_dir, "extra folder searched first for suites");
   app.add_option("--db", options.db_path, "SQLite database for the results")->capture_default_str();
   app.add_flag("--no-db", flags.no_db, "do not write results to a database");

@@ -145,8 +145,8 @@ void add_options(CLI::App& app, Args& a) {
                  "fusion decisions, for ka-bench --model ... --tuned-table");
   app.add_option("--input", a.model_inputs,
                  "with --model, once per forward argument: NAME:SHAPE[:KIND[:LOW..HIGH]], as "
-                 "ka-bench --model takes them, e.g. x:1x128x768, ids:1x128:int64:0..30522 or "
-                 "n=3");
+                 "ka-bench --model takes them, e.g. x:1x128x768, ids:1x128:int64:0..30522, "
+                 "n=3, or a Tuple or List argument's items as state.0:1x4x64 state.1:1x4x64");
   app.add_option("--strategy", o.strategy, "search strategy (see --list-strategies)")
       ->capture_default_str();
   app.add_option("--budget", o.budget,

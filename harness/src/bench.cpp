@@ -986,10 +986,10 @@ std::string case_heading(const SuiteCase& c) {
     return fmt::format("{}: {} M={} K={} N={} ({})", c.name, c.op, c.m, c.k, c.n, c.model);
   }
   std::string inputs;
-  for (const GraphInput& in : c.inputs) {
+  for_each_input_leaf(c.inputs, [&](const GraphInput& in) {
     if (in.value) {
       inputs += fmt::format("{}{}={}", inputs.empty() ? "" : " ", in.name, to_string(*in.value));
-      continue;
+      return;
     }
     std::string dims;
     for (const auto d : in.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
@@ -1001,7 +1001,7 @@ std::string case_heading(const SuiteCase& c) {
       kind = fmt::format("/{} in [{}, {})", to_string(in.dtype), in.low, in.high);
     }
     inputs += fmt::format("{}{}=[{}]{}", inputs.empty() ? "" : " ", in.name, dims, kind);
-  }
+  });
   return fmt::format("{}: {} {} ({}); inputs {}", c.name, c.is_module() ? "model" : "graph",
                      c.is_module() ? c.module_file : c.graph, c.model, inputs);
 }

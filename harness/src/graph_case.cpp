@@ -406,19 +406,24 @@ VariantInfo GraphCase::info(std::size_t v) const {
   const Impl& s = *impl_;
   VariantInfo info;
   info.op = (s.model ? "model:" : "graph:") + s.c.graph;
-  for (const GraphInput& in : s.c.inputs) {
+  for_each_input_leaf(s.c.inputs, [&](const GraphInput& in) {
     info.shape_key += (info.shape_key.empty() ? "" : ",") + in.name + "=";
     if (in.value) {
       info.shape_key += to_string(*in.value);
-      continue;
+      return;
     }
     info.shape_key +=
         dims_text(in.shape, "x") +
         (in.dtype == InputDtype::kFloat32 ? "" : std::string(":") + to_string(in.dtype));
-  }
+  });
   if (!s.reference.empty()) {
     for (const c10::IValue& in : s.inputs) {
-      if (in.isTensor()) info.min_bytes += static_cast<double>(in.toTensor().nbytes());
+      // A Tuple or List input's tensors too (Note [Container inputs], model.cpp).
+      for (const OutputLeaf& leaf : output_leaves({in})) {
+        if (leaf.value.isTensor()) {
+          info.min_bytes += static_cast<double>(leaf.value.toTensor().nbytes());
+        }
+      }
     }
     for (const OutputLeaf& out : s.reference) {
       if (!out.value.isTensor()) continue;

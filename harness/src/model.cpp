@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace ka::harness::detail {
 namespace {
@@ -121,6 +122,21 @@ const c10::TypePtr kGivenTypes[] = {c10::TensorType::get(), c10::IntType::get(),
                                     c10::FloatType::get(), c10::BoolType::get(),
                                     c10::NoneType::get()};
 
+// Whether ka-bench can give an argument of `type`: one of kGivenTypes, or a Tuple or List of
+// what it can give (Note [Container inputs]).
+bool givable(const c10::TypePtr& type) {
+  if (std::any_of(std::begin(kGivenTypes), std::end(kGivenTypes),
+                  [&](const c10::TypePtr& t) { return t->isSubtypeOf(*type); })) {
+    return true;
+  }
+  if (const auto tuple = type->cast<c10::TupleType>()) {
+    const auto elements = tuple->elements();
+    return std::all_of(elements.begin(), elements.end(), givable);
+  }
+  if (const auto list = type->cast<c10::ListType>()) return givable(list->getElementType());
+  return false;
+}
+
 // Checks that `in` suits forward's argument of type `type`; an int given for a float becomes
 // that float.
 void check_input_type(const LoadedModel& model, const c10::TypePtr& type, GraphInput& in) {
@@ -143,42 +159,108 @@ void check_input_type(const LoadedModel& model, const c10::TypePtr& type, GraphI
                : std::string());
 }
 
+// Note [Container inputs]
+// A forward may take a Tuple or a List (of tensors, values, or further tuples and lists): an
+// RNN's (h, c) state, a list of feature maps. Its items are given one by one as inputs named
+// NAME.0, NAME.1, ... (NAME.0.1 inside a nested one), each a shape or a value like any input;
+// a Tuple takes exactly its elements, a List as many items as are given from NAME.0 on (at
+// least one). ka-bench assembles them into the Tuple or List that forward receives.
+
+// The given inputs by name, each marked once bound.
+struct GivenInputs {
+  std::map<std::string, const GraphInput*> by_name;
+  std::set<std::string> bound;
+
+  const GraphInput* find(const std::string& name) const {
+    const auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : it->second;
+  }
+  // Whether an input at or under `name` (name.0, name.0.1, ...) was given.
+  bool any_under(const std::string& name) const {
+    if (by_name.count(name) != 0) return true;
+    const auto it = by_name.lower_bound(name + ".");
+    return it != by_name.end() && it->first.compare(0, name.size() + 1, name + ".") == 0;
+  }
+};
+
+// Forward's argument `name` of type `type`, from what was given (Note [Container inputs]), or
+// from `fallback`, its default, where nothing was.
+GraphInput bind_input(const LoadedModel& model, const std::string& name, const c10::TypePtr& type,
+                      const std::optional<c10::IValue>& fallback, GivenInputs& given) {
+  const auto tuple = type->cast<c10::TupleType>();
+  const auto list = type->cast<c10::ListType>();
+  if ((tuple || list) && given.find(name) == nullptr && given.any_under(name)) {
+    GraphInput in;
+    in.name = name;
+    in.container = tuple ? InputContainer::kTuple : InputContainer::kList;
+    const std::size_t count = [&] {
+      if (tuple) return tuple->elements().size();
+      std::size_t n = 0;
+      while (given.any_under(name + "." + std::to_string(n))) ++n;
+      return n;
+    }();
+    KA_CHECK(count > 0, "model '", model.path, "': input '", name, "' has type ",
+             type->annotation_str(), "; give its items from ", name, ".0 on");
+    for (std::size_t i = 0; i < count; ++i) {
+      const c10::TypePtr item = tuple ? tuple->elements()[i] : list->getElementType();
+      in.items.push_back(bind_input(model, name + "." + std::to_string(i), item, std::nullopt, given));
+    }
+    return in;
+  }
+  if (const GraphInput* found = given.find(name)) {
+    given.bound.insert(name);
+    GraphInput in = *found;
+    check_input_type(model, type, in);
+    return in;
+  }
+  const std::optional<InputValue> v = fallback ? value_of(*fallback) : std::nullopt;
+  const bool container = tuple || list;
+  KA_CHECK(v.has_value(), "model '", model.path, "': no ",
+           container                                         ? "items"
+           : c10::TensorType::get()->isSubtypeOf(*type) ? "shape"
+                                                             : "value",
+           " for input '", name, "'",
+           container ? " (" + type->annotation_str() + ": give them as --input " + name +
+                           ".0:SHAPE or " + name + ".0=VALUE, and so on)"
+                     : std::string(),
+           " (forward takes ", describe_inputs(model), ")");
+  GraphInput in;
+  in.name = name;
+  in.value = *v;
+  check_input_type(model, type, in);
+  return in;
+}
+
 }  // namespace
 
 void check_module_inputs(const LoadedModel& model, SuiteCase& c) {
-  for (const GraphInput& in : c.inputs) {
-    KA_CHECK(std::find(model.input_names.begin(), model.input_names.end(), in.name) !=
+  // The leaves: the inputs as given, also where an earlier call assembled them.
+  std::vector<GraphInput> leaves;
+  for_each_input_leaf(c.inputs, [&](const GraphInput& in) { leaves.push_back(in); });
+  GivenInputs given;
+  for (const GraphInput& in : leaves) {
+    // Items of a container are NAME.0, NAME.1, ...: NAME is the argument.
+    const std::string argument = in.name.substr(0, in.name.find('.'));
+    KA_CHECK(std::find(model.input_names.begin(), model.input_names.end(), argument) !=
                  model.input_names.end(),
-             "model '", model.path, "' has no input '", in.name, "' (forward takes ",
+             "model '", model.path, "' has no input '", argument, "' (forward takes ",
              describe_inputs(model), ")");
+    given.by_name[in.name] = &in;
   }
   std::vector<GraphInput> ordered;
   for (std::size_t i = 0; i < model.input_names.size(); ++i) {
     const std::string& name = model.input_names[i];
     const c10::TypePtr& type = model.input_types[i];
-    const bool takes_something =
-        std::any_of(std::begin(kGivenTypes), std::end(kGivenTypes),
-                    [&](const c10::TypePtr& t) { return t->isSubtypeOf(*type); });
-    KA_CHECK(takes_something || model.input_defaults[i].has_value(), "model '", model.path,
+    KA_CHECK(givable(type) || model.input_defaults[i].has_value(), "model '", model.path,
              "': input '", name, "' has type ", type->annotation_str(),
-             "; ka-bench gives a model tensors (--input NAME:SHAPE) and ints, floats, bools ",
-             "or None (--input NAME=VALUE)");
-    const auto it = std::find_if(c.inputs.begin(), c.inputs.end(),
-                                 [&](const GraphInput& in) { return in.name == name; });
-    if (it != c.inputs.end()) {
-      ordered.push_back(*it);
-    } else {
-      const std::optional<c10::IValue>& fallback = model.input_defaults[i];
-      const std::optional<InputValue> v = fallback ? value_of(*fallback) : std::nullopt;
-      KA_CHECK(v.has_value(), "model '", model.path, "': no ",
-               c10::TensorType::get()->isSubtypeOf(*type) ? "shape" : "value", " for input '",
-               name, "' (forward takes ", describe_inputs(model), ")");
-      GraphInput in;
-      in.name = name;
-      in.value = *v;
-      ordered.push_back(std::move(in));
-    }
-    check_input_type(model, type, ordered.back());
+             "; ka-bench gives a model tensors (--input NAME:SHAPE), ints, floats, bools or ",
+             "None (--input NAME=VALUE), and tuples and lists of them (their items as NAME.0, ",
+             "NAME.1, ...)");
+    ordered.push_back(bind_input(model, name, type, model.input_defaults[i], given));
+  }
+  for (const GraphInput& in : leaves) {
+    KA_CHECK(given.bound.count(in.name) != 0, "model '", model.path, "': input '", in.name,
+             "' is not an item of what forward takes (", describe_inputs(model), ")");
   }
   c.inputs = std::move(ordered);
 }
@@ -244,9 +326,27 @@ at::Tensor float32_input(const GraphInput& in, at::Generator& gen) {
   return at::randn(in.shape, gen, opts);
 }
 
+// The Tuple or List of `in`'s items (Note [Container inputs]).
+c10::IValue make_container(const GraphInput& in, at::Generator& gen) {
+  std::vector<c10::IValue> items;
+  for (const GraphInput& item : in.items) items.push_back(make_input(item, gen));
+  if (in.container == InputContainer::kTuple) return c10::ivalue::Tuple::create(std::move(items));
+  // The list's element type as the schema names it (Tensor, not one tensor's own type).
+  const c10::IValue& first = items.at(0);
+  const c10::TypePtr element = first.isTensor()   ? c10::TensorType::get()
+                               : first.isInt()    ? c10::IntType::get()
+                               : first.isDouble() ? c10::FloatType::get()
+                               : first.isBool()   ? c10::BoolType::get()
+                                                  : first.type();
+  c10::impl::GenericList list(element);
+  for (c10::IValue& item : items) list.push_back(std::move(item));
+  return list;
+}
+
 }  // namespace
 
 c10::IValue make_input(const GraphInput& in, at::Generator& gen) {
+  if (in.container != InputContainer::kNone) return make_container(in, gen);
   if (in.value) return to_ivalue(*in.value);
   const at::ScalarType type = scalar_type_of(in.dtype);
   if (in.dtype == InputDtype::kBool) {
@@ -263,10 +363,10 @@ void check_module_runs(const LoadedModel& model, const SuiteCase& c) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
   std::vector<c10::IValue> inputs;
   std::string given;
-  for (const GraphInput& in : c.inputs) {
-    inputs.emplace_back(make_input(in, gen));
+  for (const GraphInput& in : c.inputs) inputs.emplace_back(make_input(in, gen));
+  for_each_input_leaf(c.inputs, [&](const GraphInput& in) {
     given += (given.empty() ? "" : ", ") + input_text(in);
-  }
+  });
   try {
     torch::jit::Module m = model.module;
     (void)m.forward(std::move(inputs));

@@ -683,12 +683,12 @@ std::uint64_t case_tensor_bytes(const SuiteCase& c) {
   };
   if (c.is_graph()) {
     // In floats' worth (an int64 element counts two, a bool a quarter, rounded up).
-    for (const GraphInput& in : c.inputs) {
-      if (in.value) continue;
+    for_each_input_leaf(c.inputs, [&](const GraphInput& in) {
+      if (in.value) return;
       const std::uint64_t n = product(in.shape);
       const std::uint64_t bytes = n > kMax / 8 ? kMax : n * element_bytes(in.dtype);
       add(bytes / sizeof(float) + (bytes % sizeof(float) != 0 ? 1 : 0));
-    }
+    });
   } else {
     add(product({c.m, c.k}));
     add(product({c.k, c.n}));

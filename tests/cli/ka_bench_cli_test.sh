@@ -346,6 +346,43 @@ case "$case_name" in
     expect_exit 2 --model "$models_dir/optional_args.pt" --input x:4x32 --input repeat=
     grep -q "must be NAME=VALUE" "$tmp/err" || fail "an empty value must be refused"
     ;;
+  model_container_inputs)
+    # forward(x, state: Tuple[Tensor, Tensor], extra: List[Tensor]): the items are given as
+    # NAME.0, NAME.1, ...; ka runs the graph (the tuple's unpacking is glue), correct against
+    # libtorch on every leaf of the (tensor, tuple) it returns.
+    items=(--input x:4x32 --input state.0:4x32 --input state.1:4x32 --input extra.0:4x32
+           --input extra.1:4x32 --input extra.2:4x32)
+    "$ka_bench" --model "$models_dir/container_inputs.pt" "${items[@]}" --explain >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit $rc, expected 0: $(cat "$tmp/err")"
+    grep -q "inputs x=\[4, 32\] state.0=\[4, 32\] state.1=\[4, 32\] extra.0=\[4, 32\] extra.1=\[4, 32\] extra.2=\[4, 32\]" "$tmp/out" || fail "the heading must give every item"
+    grep -qE "^  ka: [0-9]+ task\(s\); correct" "$tmp/out" || fail "ka's run is not correct"
+    grep -q "torch::jit interpreter" "$tmp/out" && fail "the graph went to the interpreter"
+    OMP_WAIT_POLICY=passive "$ka_bench" --model "$models_dir/container_inputs.pt" "${items[@]}" \
+      --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "timed run: exit $rc, expected 0"
+    key=$("$sqlite3" "$tmp/ka.db" "SELECT shape_key FROM results WHERE impl='ka'")
+    [ "$key" = "x=4x32,state.0=4x32,state.1=4x32,extra.0=4x32,extra.1=4x32,extra.2=4x32" ] || fail "stored shape key: '$key'"
+    # A tuple's missing item, one past its end, none of its items, a list without item 0.
+    expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state.0:4x32 \
+      --input extra.0:4x32
+    grep -q "no shape for input 'state.1'" "$tmp/err" || fail "a missing tuple item must be named"
+    expect_exit 2 --model "$models_dir/container_inputs.pt" "${items[@]}" --input state.2:4x32
+    grep -q "input 'state.2' is not an item of what forward takes" "$tmp/err" || fail "an item past the tuple's end must be refused by name"
+    expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input extra.0:4x32
+    grep -q "no items for input 'state' (Tuple\[Tensor, Tensor\]: give them as --input state.0:SHAPE" "$tmp/err" || fail "a tuple without items must say how to give them"
+    expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state.0:4x32 \
+      --input state.1:4x32 --input extra.1:4x32
+    grep -q "input 'extra' has type List\[Tensor\]; give its items from extra.0 on" "$tmp/err" || fail "a list without item 0 must be refused"
+    expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state.0=3 \
+      --input state.1:4x32 --input extra.0:4x32
+    grep -q "input 'state.0' has type Tensor: 3 does not fit it" "$tmp/err" || fail "a value for a tensor item must be refused by name"
+    # Items that fit the types but not the model: libtorch's reason, with every item given.
+    expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state.0:4x32 \
+      --input state.1:4x32 --input extra.0:4x32 --input extra.1:1x32
+    grep -q "(x:4x32:float32, state.0:4x32:float32, state.1:4x32:float32, extra.0:4x32:float32, extra.1:1x32:float32): libtorch says: .*stack expects each tensor to be equal size" "$tmp/err" || fail "a list whose items do not stack must be refused with libtorch's reason"
+    ;;
   fused_writes_rows)
     # A tiny graph suite: three variants per graph case, two per GEMM case, all stored.
     "$ka_bench" --suite "$suite_fixtures/fused_tiny.yaml" --db "$tmp/ka.db" "${quick[@]}" >"$tmp/out" 2>"$tmp/err"

@@ -53,6 +53,9 @@ std::string to_string(const InputValue& v);
 std::optional<InputValue> parse_input_value(const std::string& text);
 
 /// One input of a graph case: a tensor, or a value (`value` set).
+/// What holds a graph input's items: nothing (a tensor or a value), a Tuple or a List.
+enum class InputContainer { kNone, kTuple, kList };
+
 struct GraphInput {
   std::string name;  ///< The graph input's name, without '%'.
   std::vector<std::int64_t> shape;
@@ -64,7 +67,23 @@ struct GraphInput {
   std::int64_t high = 2;
   /// Set: the input is this value, not a tensor (shape, fill, dtype and range unused).
   std::optional<InputValue> value = std::nullopt;
+  /// Not kNone: the input is a Tuple or List of `items`, given as NAME.0, NAME.1, ... (items
+  /// of items as NAME.0.0, ...); set by check_module_inputs from forward's argument types.
+  InputContainer container = InputContainer::kNone;
+  std::vector<GraphInput> items;
 };
+
+/// `fn(leaf)` for every tensor or value input of `inputs`, a container's items in order.
+template <typename Fn>
+void for_each_input_leaf(const std::vector<GraphInput>& inputs, Fn&& fn) {
+  for (const GraphInput& in : inputs) {
+    if (in.container == InputContainer::kNone) {
+      fn(in);
+    } else {
+      for_each_input_leaf(in.items, fn);
+    }
+  }
+}
 
 /// Why `in`'s dtype, fill, range and shape do not go together (a mask fill of an int64 input,
 /// an empty range, a causal mask of one dimension), or empty when they do.
