@@ -296,6 +296,23 @@ struct NextPassShare {
   std::int64_t step = 1;
 };
 
+/// A group's pass over `cols` columns in strips of `Width` (for_each_strip): `strip(j, w, next,
+/// full, depth)` for each, `next` the group's share of the next pass moved to column j, and
+/// `depth` the pass depth as a constant for the full strips of a full pass (Depth), else 0
+/// (Note [Skinny passes of a known depth]).
+template <std::int64_t Width, std::int64_t Depth, typename Strip>
+inline void for_each_pass_strip(std::int64_t cols, std::int64_t kb, NextPassShare next,
+                                Strip&& strip) {
+  with_pass_depth<Depth>(kb, [&](auto depth) {
+    for_each_strip<Width>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
+      NextPassShare at_j = next;
+      if (at_j.rows != nullptr) at_j.rows += j;
+      constexpr std::int64_t kStripDepth = decltype(full)::value ? decltype(depth)::value : 0;
+      strip(j, w, at_j, full, std::integral_constant<std::int64_t, kStripDepth>{});
+    });
+  });
+}
+
 /// A skinny path's kernel for one group of rows over `cols` columns of a pass: C[0:rows,
 /// 0:cols] += alpha * A_group @ B[0:kb, 0:cols], with ap[k * lda + r] = A[r, k] of the group
 /// and `next` its share of the next pass's rows to prefetch.

@@ -105,14 +105,12 @@ void group_x_columns(const float* ap, std::int64_t lda, const float* b, NextPass
   if (!Prefetch) next.rows = nullptr;
   // The groups that prefetch (M > 6) run long passes where the task allows (Note [AVX2 long
   // skinny passes]), the others kSkinnyRowsPerPass.
-  with_pass_depth<Prefetch ? kAvx2LongPassRows : kSkinnyRowsPerPass>(kb, [&](auto depth) {
-    for_each_strip<8 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-      NextPassShare at_j = next;
-      if (at_j.rows != nullptr) at_j.rows += j;
-      group_x_strip_impl<R, V, decltype(full)::value,
-                         decltype(full)::value ? decltype(depth)::value : 0>(
-          ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
-    });
+  constexpr std::int64_t kDepth = Prefetch ? kAvx2LongPassRows : kSkinnyRowsPerPass;
+  for_each_pass_strip<8 * V, kDepth>(cols, kb, next, [&](std::int64_t j, std::int64_t w,
+                                                         NextPassShare at_j, auto full,
+                                                         auto depth) {
+    group_x_strip_impl<R, V, decltype(full)::value, decltype(depth)::value>(
+        ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
   });
 }
 

@@ -92,14 +92,11 @@ template <int R, int V, std::int64_t Depth>
 void rows_x_columns(const float* ap, std::int64_t lda, const float* b, NextPassShare next,
                     std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t cols,
                     std::int64_t kb, float alpha) {
-  with_pass_depth<Depth>(kb, [&](auto depth) {
-    for_each_strip<16 * V>(cols, [&](std::int64_t j, std::int64_t w, auto full) {
-      NextPassShare at_j = next;
-      if (at_j.rows != nullptr) at_j.rows += j;
-      rows_x_strip_impl<R, V, decltype(full)::value,
-                        decltype(full)::value ? decltype(depth)::value : 0>(
-          ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
-    });
+  for_each_pass_strip<16 * V, Depth>(cols, kb, next, [&](std::int64_t j, std::int64_t w,
+                                                         NextPassShare at_j, auto full,
+                                                         auto depth) {
+    rows_x_strip_impl<R, V, decltype(full)::value, decltype(depth)::value>(
+        ap, lda, b + j, at_j, ldb, c + j, ldc, w, kb, alpha);
   });
 }
 
