@@ -70,7 +70,7 @@ struct GraphInput {
   /// Not kNone: the input is a Tuple or List of `items`, given as NAME.0, NAME.1, ... (items
   /// of items as NAME.0.0, ...); set by check_module_inputs from forward's argument types.
   InputContainer container = InputContainer::kNone;
-  std::vector<GraphInput> items;
+  std::vector<GraphInput> items = {};
 };
 
 /// `fn(leaf)` for every tensor or value input of `inputs`, a container's items in order.
