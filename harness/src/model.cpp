@@ -203,7 +203,8 @@ GraphInput bind_input(const LoadedModel& model, const std::string& name, const c
              type->annotation_str(), "; give its items from ", name, ".0 on");
     for (std::size_t i = 0; i < count; ++i) {
       const c10::TypePtr item = tuple ? tuple->elements()[i] : list->getElementType();
-      in.items.push_back(bind_input(model, name + "." + std::to_string(i), item, std::nullopt, given));
+      const std::string item_name = name + "." + std::to_string(i);
+      in.items.push_back(bind_input(model, item_name, item, std::nullopt, given));
     }
     return in;
   }

@@ -52,10 +52,11 @@ std::string to_string(const InputValue& v);
 /// nullopt for anything else.
 std::optional<InputValue> parse_input_value(const std::string& text);
 
-/// One input of a graph case: a tensor, or a value (`value` set).
 /// What holds a graph input's items: nothing (a tensor or a value), a Tuple or a List.
 enum class InputContainer { kNone, kTuple, kList };
 
+/// One input of a graph case: a tensor, a value (`value` set), or a Tuple or List of inputs
+/// (`container` and `items` set).
 struct GraphInput {
   std::string name;  ///< The graph input's name, without '%'.
   std::vector<std::int64_t> shape;
