@@ -112,8 +112,9 @@ detail::MicroKernelInfo micro_kernel_of_width(std::int64_t cols) {
 constexpr std::int64_t kMaxPackedB = std::int64_t{2} << 20;
 
 // The largest task whose partial sums are staged (Note [Partial sums staged]): 16 MiB, a
-// 2048 x 2048 tile; a larger one accumulates in C.
-constexpr std::int64_t kMaxStagedFloats = std::int64_t{4} << 20;
+// 2048 x 2048 tile (its rows rounded up to whole slivers); a larger one accumulates in C.
+constexpr std::int64_t kMaxStagedFloats =
+    std::int64_t{2048} * round_up(std::int64_t{2048}, std::int64_t{detail::kMicroRows});
 
 // Packing buffers live per thread and only grow, so steady-state calls do not allocate.
 struct PackBuffers {
@@ -256,20 +257,24 @@ struct Stage {
   }
 };
 
-// One whole micro-tile's product on a K block: set from the bias (or zero) on the first
-// block, added onto the partial sum after it; kept in `staged` until the last block when
-// there is one (Note [Partial sums staged]), else in C.
-void multiply_whole_tile(const TileJob& job, std::int64_t kb, const float* ap, const float* bp,
-                         float* c, const float* bias, float* staged, bool first, bool last) {
+// One whole micro-tile's product on a K block, or with `pair` two A slivers' (Note
+// [Micro-tiles of two slivers]): set from the bias (or zero) on the first block, added onto
+// the partial sum after it; kept in `staged` until the last block when there is one (Note
+// [Partial sums staged]: a pair's two tiles are adjacent there too), else in C.
+void multiply_whole_tile(const TileJob& job, bool pair, std::int64_t kb, const float* ap,
+                         const float* bp, float* c, const float* bias, float* staged, bool first,
+                         bool last) {
   const std::int64_t nr = job.micro.cols;
+  const detail::MicroKernel fn = pair ? job.micro.fn_pair : job.micro.fn;
+  const detail::MicroKernelSet fn_set = pair ? job.micro.fn_set_pair : job.micro.fn_set;
   float* const dst = staged != nullptr && !last ? staged : c;
   const std::int64_t ld = dst == c ? job.ldc : nr;
   if (first) {
-    job.micro.fn_set(kb, ap, bp, dst, ld, job.alpha, bias, job.bias.row_stride);
+    fn_set(kb, ap, bp, dst, ld, job.alpha, bias, job.bias.row_stride);
   } else if (staged != nullptr && last) {
-    job.micro.fn_set(kb, ap, bp, c, job.ldc, job.alpha, staged, nr);
+    fn_set(kb, ap, bp, c, job.ldc, job.alpha, staged, nr);
   } else {
-    job.micro.fn(kb, ap, bp, dst, ld, job.alpha);
+    fn(kb, ap, bp, dst, ld, job.alpha);
   }
 }
 
@@ -295,20 +300,30 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
     const float* next = job.b_packed == nullptr ? nullptr
                         : js + 1 < strips       ? bp + nr * kb
                                                 : after_panel;
-    for (std::int64_t is = 0; is < a_slivers; ++is) {
-      const std::int64_t rows = std::min(mr, rows_total - is * mr);
+    std::int64_t slivers = 1;
+    for (std::int64_t is = 0; is < a_slivers; is += slivers) {
+      // Two whole tiles at once where the ISA has the kernel (Note [Micro-tiles of two
+      // slivers]).
+      const bool pair =
+          job.micro.fn_pair != nullptr && job.micro.fn_set_pair != nullptr && cols == nr &&
+          rows_total - is * mr >= 2 * mr;
+      slivers = pair ? 2 : 1;
+      const std::int64_t rows = std::min(slivers * mr, rows_total - is * mr);
       const float* ap = ap_block + is * mr * kb;
-      if (next != nullptr) prefetch_share(next, nr * kb, is, a_slivers);
+      for (std::int64_t part = is; next != nullptr && part < is + slivers; ++part) {
+        prefetch_share(next, nr * kb, part, a_slivers);
+      }
       const std::int64_t ci = i0 + is * mr;
       const std::int64_t cj = j0 + js * nr;
       float* c = out + ci * ldc + cj;
-      const bool whole = rows == mr && cols == nr;
+      const bool whole = rows == slivers * mr && cols == nr;
       if (set_c && !whole) init_output(out, ldc, job.bias, job.beta, ci, ci + rows, cj, cj + cols);
       if (whole) {
         const float* bias = job.bias.data == nullptr
                                 ? nullptr
                                 : job.bias.data + ci * job.bias.row_stride + cj;
-        multiply_whole_tile(job, kb, ap, bp, c, bias, stage.tile(js, is, nr), set_c, last_k);
+        multiply_whole_tile(job, pair, kb, ap, bp, c, bias, stage.tile(js, is, nr), set_c,
+                            last_k);
       } else if (job.micro.edge != nullptr) {  // Note [Edge micro-tiles]
         job.micro.edge(static_cast<int>(rows), cols, kb, ap, bp, c, ldc, job.alpha);
       } else {

@@ -118,7 +118,24 @@ struct MicroKernelInfo {
   SkinnyColumns skinny;     ///< B row-major
   SkinnyColumns skinny_dot;  ///< B transposed (Note [Skinny dot products])
   MicroKernelSet fn_set;     ///< null: C is set first, then fn adds to it
+  /// fn and fn_set on two A slivers at once, C's rows [0, 2 * kMicroRows): the second sliver
+  /// is the one packed after the first (kMicroRows * kc floats on); null where the ISA's
+  /// registers cannot hold that tile (Note [Micro-tiles of two slivers]).
+  MicroKernel fn_pair;
+  MicroKernelSet fn_set_pair;
 };
+
+// Note [Micro-tiles of two slivers]
+// A 6 x 32 AVX-512 micro-tile keeps 12 accumulators: per k it loads two vectors of B from L1
+// and broadcasts six values of A for twelve FMAs, and with the A block streaming from L2 it
+// ran well short of the FMA peak inside a GEMM. Two A slivers against the same B sliver (12 x 32,
+// 24 of the 32 zmm registers) load B once for both and run half the loop iterations per FMA,
+// and the longer chains of independent FMAs hide more of A's latency from L2. The slivers
+// keep their kMicroRows-row packing (the pair reads the next sliver, packed right after), so
+// tile shapes, edge tiles and every other user of the packed A are unchanged, and each
+// output's sum runs over K in the same order: the results are bit for bit those of two 6-row
+// tiles. AVX2's 16 ymm registers hold no 12-row tile (6 x 16 already takes 12), and AVX-512's
+// 6 x 48 (18 accumulators) would need 36.
 
 /// An ISA's micro-kernel `cols` wide (the tunable micro_n); 0 gives the ISA's default width
 /// (AVX-512 32, AVX2 and generic 16). Where the ISA has no kernel that wide, `fn` is null.

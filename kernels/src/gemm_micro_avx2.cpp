@@ -243,11 +243,12 @@ void pack_b_avx2(const float* src, std::int64_t s0, std::int64_t s1, std::int64_
 
 MicroKernelInfo micro_kernel_avx2(int cols) {
   if (cols != 0 && cols != 16) {
-    return {"avx2", cols, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    return {"avx2",  cols,    nullptr, nullptr, nullptr, nullptr,
+            nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   }
   return {"avx2", 16, &micro_6x16, &micro_edge, &micro_6x16_row_a,
           &pack_a_avx2, &pack_b_avx2, &skinny_columns_avx2, &skinny_dot_avx2,
-          &micro_6x16_set};
+          &micro_6x16_set, nullptr, nullptr};  // Note [Micro-tiles of two slivers]
 }
 
 }  // namespace ka::kernels::detail

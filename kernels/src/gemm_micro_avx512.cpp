@@ -19,8 +19,9 @@ inline __mmask16 lanes(std::int64_t n) {
 // R x (16 * V) floats of C, the first `cols` columns of them when Masked (Note [Edge
 // micro-tiles]): R * V zmm accumulators (6 x 48: 18, plus three B vectors and the broadcast,
 // 22 of 32 registers). Wider tiles load fewer B vectors per FMA but need more columns to
-// fill; the tunable micro_n picks one per shape. A is packed, or with RowA R rows of a
-// row-major matrix lda apart (MicroKernelRowA).
+// fill; the tunable micro_n picks one per shape. A is packed (R = 2 * kMicroRows: two
+// slivers, Note [Micro-tiles of two slivers]), or with RowA R rows of a row-major matrix lda
+// apart (MicroKernelRowA).
 // With Set, C = alpha * A @ B + C0 (zeros where c0 is null; MicroKernelSet) and C is not read.
 template <int R, int V, bool Masked, bool RowA = false, bool Set = false>
 inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c,
@@ -42,19 +43,24 @@ inline void micro_tile(std::int64_t kc, const float* a, const float* b, float* c
   for (auto& row : acc) {
     for (auto& x : row) x = _mm512_setzero_ps();
   }
+  static_assert(RowA || R <= 2 * kMicroRows, "a packed A tile spans at most two slivers");
+  // Row r of a packed A: the first sliver's, or past kMicroRows the second's (kc k-steps on).
+  const float* second = a + kMicroRows * kc;
   for (std::int64_t k = 0; k < kc; ++k) {
     __m512 bv[V];
     for (int v = 0; v < V; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
-      const __m512 ar = _mm512_set1_ps(RowA ? a[r * lda] : a[r]);
+      const float x = RowA ? a[r * lda] : r < kMicroRows ? a[r] : second[r - kMicroRows];
+      const __m512 ar = _mm512_set1_ps(x);
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
     a += RowA ? 1 : kMicroRows;
+    second += kMicroRows;
     b += kWidth;
   }
   const __m512 va = _mm512_set1_ps(alpha);
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
     for (int v = 0; v < V; ++v) {
@@ -90,6 +96,19 @@ template <int V>
 void micro_6xv_set(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
                    float alpha, const float* c0, std::int64_t ldc0) {
   micro_tile<kMicroRows, V, false, false, true>(kc, a, b, c, ldc, alpha, 16 * V, 0, c0, ldc0);
+}
+
+template <int V>
+void micro_pair(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+                float alpha) {
+  micro_tile<2 * kMicroRows, V, false>(kc, a, b, c, ldc, alpha, 16 * V);
+}
+
+template <int V>
+void micro_pair_set(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+                    float alpha, const float* c0, std::int64_t ldc0) {
+  micro_tile<2 * kMicroRows, V, false, false, true>(kc, a, b, c, ldc, alpha, 16 * V, 0, c0,
+                                                    ldc0);
 }
 
 template <int V>
@@ -130,9 +149,15 @@ void pack_b_avx512(const float* src, std::int64_t s0, std::int64_t s1, std::int6
 
 template <int V>
 MicroKernelInfo with_width() {
-  return {"avx512", 16 * V, &micro_6xv<V>, &micro_edge<V>, &micro_6xv_row_a<V>,
-          &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512, &skinny_dot_avx512,
-          &micro_6xv_set<V>};
+  MicroKernelInfo info{"avx512", 16 * V, &micro_6xv<V>, &micro_edge<V>, &micro_6xv_row_a<V>,
+                       &pack_a_avx2, &pack_b_avx512, &skinny_columns_avx512, &skinny_dot_avx512,
+                       &micro_6xv_set<V>, nullptr, nullptr};
+  // Two slivers of 6 x 48 would take 36 accumulators (Note [Micro-tiles of two slivers]).
+  if constexpr (2 * kMicroRows * V <= 24) {
+    info.fn_pair = &micro_pair<V>;
+    info.fn_set_pair = &micro_pair_set<V>;
+  }
+  return info;
 }
 
 }  // namespace
@@ -144,8 +169,8 @@ MicroKernelInfo micro_kernel_avx512(int cols) {
     case 32: return with_width<2>();
     case 48: return with_width<3>();
     default:
-      return {"avx512", cols, nullptr, nullptr, nullptr, nullptr,
-              nullptr,  nullptr, nullptr, nullptr};
+      return {"avx512", cols,    nullptr, nullptr, nullptr, nullptr,
+              nullptr,  nullptr, nullptr, nullptr, nullptr, nullptr};
   }
 }
 

@@ -135,11 +135,11 @@ void skinny_dot_generic(const SkinnyArgs& s, std::int64_t col_begin, std::int64_
 MicroKernelInfo micro_kernel_generic(int cols) {
   if (cols != 0 && cols != kCols) {
     return {"generic", cols, nullptr, nullptr, nullptr, nullptr,
-            nullptr,  nullptr, nullptr, nullptr};
+            nullptr,  nullptr, nullptr, nullptr, nullptr, nullptr};
   }
   return {"generic", kCols, &micro_6x16_portable, nullptr, nullptr,
           &pack_a_generic, &pack_b_generic, &skinny_columns_generic, &skinny_dot_generic,
-          nullptr};
+          nullptr, nullptr, nullptr};
 }
 
 }  // namespace ka::kernels::detail

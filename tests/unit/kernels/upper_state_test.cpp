@@ -153,9 +153,10 @@ void check_gemm(const MicroKernelInfo& mk) {
   const std::string isa = std::string(mk.isa) + " nr=" + std::to_string(mk.cols);
   constexpr std::int64_t kc = 19;
   const std::int64_t nr = mk.cols;
-  std::vector<float> a(static_cast<std::size_t>(kMicroRows * kc + kPackSlack), 0.25F);
+  // Two slivers of A and two tiles of C, for the kernels of two slivers.
+  std::vector<float> a(static_cast<std::size_t>(2 * kMicroRows * kc + kPackSlack), 0.25F);
   std::vector<float> bp(static_cast<std::size_t>(nr * kc + kPackSlack), 0.5F);
-  std::vector<float> c(static_cast<std::size_t>(kMicroRows * nr), 0.0F);
+  std::vector<float> c(static_cast<std::size_t>(2 * kMicroRows * nr), 0.0F);
   std::vector<float> src(static_cast<std::size_t>(64 * 64), 0.125F);
   expect_clean_after(isa + " micro-kernel",
                      [&] { mk.fn(kc, a.data(), bp.data(), c.data(), nr, 1.0F); });
@@ -166,6 +167,15 @@ void check_gemm(const MicroKernelInfo& mk) {
         mk.fn_set(kc, a.data(), bp.data(), c.data(), nr, 1.0F, c0, 64);
       });
     }
+  }
+  if (mk.fn_pair != nullptr) {
+    expect_clean_after(isa + " micro-kernel of two slivers",
+                       [&] { mk.fn_pair(kc, a.data(), bp.data(), c.data(), nr, 1.0F); });
+  }
+  if (mk.fn_set_pair != nullptr) {
+    expect_clean_after(isa + " set micro-kernel of two slivers", [&] {
+      mk.fn_set_pair(kc, a.data(), bp.data(), c.data(), nr, 1.0F, src.data(), 64);
+    });
   }
   if (mk.edge != nullptr) {
     expect_clean_after(isa + " edge micro-kernel",
