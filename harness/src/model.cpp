@@ -142,6 +142,10 @@ bool givable(const c10::TypePtr& type) {
 void check_input_type(const LoadedModel& model, const c10::TypePtr& type, GraphInput& in) {
   const std::string where = "model '" + model.path + "': input '" + in.name + "' has type " +
                             type->annotation_str();
+  const bool container = type->cast<c10::TupleType>() || type->cast<c10::ListType>();
+  KA_CHECK(!container, where, ": give its items one by one, --input ", in.name, ".0:SHAPE (or ",
+           in.name, ".0=VALUE), ", in.name, ".1 and so on, not ",
+           in.value ? "one value" : "one shape");
   if (!in.value) {
     KA_CHECK(c10::TensorType::get()->isSubtypeOf(*type), where, ": give it a value, --input ",
              in.name, "=VALUE (an int, a float, true, false or none), not a shape");

@@ -378,6 +378,13 @@ case "$case_name" in
     expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state.0=3 \
       --input state.1:4x32 --input extra.0:4x32
     grep -q "input 'state.0' has type Tensor: 3 does not fit it" "$tmp/err" || fail "a value for a tensor item must be refused by name"
+    # A container given as one shape or one value instead of its items.
+    expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state.0:4x32 \
+      --input state.1:4x32 --input extra:4x32
+    grep -q "input 'extra' has type List\[Tensor\]: give its items one by one, --input extra.0:SHAPE (or extra.0=VALUE), extra.1 and so on, not one shape" "$tmp/err" || fail "a shape for a list must say to give its items"
+    expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state=3 \
+      --input extra.0:4x32
+    grep -q "input 'state' has type Tuple\[Tensor, Tensor\]: give its items one by one, .*not one value" "$tmp/err" || fail "a value for a tuple must say to give its items"
     # Items that fit the types but not the model: libtorch's reason, with every item given.
     expect_exit 2 --model "$models_dir/container_inputs.pt" --input x:4x32 --input state.0:4x32 \
       --input state.1:4x32 --input extra.0:4x32 --input extra.1:1x32
