@@ -342,29 +342,12 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
   }
 }
 
-void run_tile(const TileJob& job, std::int64_t block) {
-  const std::int64_t batch = block / job.tiles_per_batch;
-  const std::int64_t tile = block % job.tiles_per_batch;
-  const std::int64_t i0 = (tile / job.tiles_n) * job.tile_m;
-  const std::int64_t j0 = (tile % job.tiles_n) * job.tile_n;
-  const std::int64_t mb = std::min(job.tile_m, job.shape.m - i0);
-  const std::int64_t nb = std::min(job.tile_n, job.shape.n - j0);
-  const float* a = job.a + batch * job.a_bs;
-  const float* b = job.b + batch * job.b_bs;
-  float* out = job.c + batch * job.c_bs;
-  const std::int64_t ldc = job.ldc;
-
-  // Output starts as beta * bias (or zero); the K blocks accumulate onto it. The first K
-  // block sets it where it can (Note [C set by the first K block]).
-  const bool set_c = job.shape.k > 0 && first_k_sets_c(job);
-  if (!set_c) init_output(out, ldc, job.bias, job.beta, i0, i0 + mb, j0, j0 + nb);
-  if (job.shape.k == 0) {
-    if (job.epilogue != Epilogue::kNone) {
-      apply_epilogue(job.epilogue, out, ldc, i0, i0 + mb, j0, j0 + nb);
-    }
-    return;
-  }
-
+// Rows [i0, i0 + mb) x columns [j0, j0 + nb) of the output, through every K block: B's
+// panel packed once per K block, A per block of rows (Note [CPU GEMM blocking]). `set_c`:
+// the first K block sets the output (Note [C set by the first K block]).
+void multiply_rows(const TileJob& job, const float* a, const float* b, float* out,
+                   std::int64_t i0, std::int64_t mb, std::int64_t j0, std::int64_t nb,
+                   bool set_c) {
   const std::int64_t nr = job.micro.cols;
   const std::int64_t mc = a_block_rows(job.block_m, std::min(job.tile_k, job.shape.k), mb);
   PackBuffers& buf = pack_buffers();
@@ -373,7 +356,7 @@ void run_tile(const TileJob& job, std::int64_t block) {
       job.b_packed != nullptr ? 0 : static_cast<std::size_t>(round_up(nb, nr) * job.tile_k);
   if (buf.a.size() < a_need) buf.a.resize(a_need);
   if (buf.b.size() < b_need) buf.b.resize(b_need);
-  // Note [Partial sums staged]: the buffer holds every whole micro-tile of the task.
+  // Note [Partial sums staged]: the buffer holds every whole micro-tile of the rows.
   const auto stage_floats = round_up(nb, nr) * round_up(mb, detail::kMicroRows);
   const bool staging = set_c && job.shape.k > job.tile_k && stage_floats <= kMaxStagedFloats;
   if (staging && buf.stage.size() < static_cast<std::size_t>(stage_floats)) {
@@ -406,6 +389,55 @@ void run_tile(const TileJob& job, std::int64_t block) {
       multiply_block(job, buf.a.data(), bp, kb, out, i0 + ib, rows, j0, nb, set_c && k0 == 0,
                      last_k, ib + mc >= mb ? after_panel : bp, stage);
     }
+  }
+}
+
+// Note [Staged bands of rows]
+// A task whose whole micro-tiles outgrow the staging buffer (1 thread on 4096 x 2048: 8 M
+// floats) accumulated in C, its rows far apart in a few cache sets, which Note [Partial sums
+// staged] is there to avoid. Such a task now runs as bands of equal height that fit the
+// buffer, each band through every K block, so B is packed once per band. A band shorter than
+// kMinStagedBand rows would pack B for too little arithmetic (a band of r rows does 2r flops
+// per float of B it packs), so a task that wide still accumulates in C.
+constexpr std::int64_t kMinStagedBand = 256;
+
+// The height of the bands a task `mb` x `nb` runs in (Note [Staged bands of rows]): mb itself
+// where it is staged whole, where nothing is staged, or where bands would be too short.
+std::int64_t staged_band_rows(const TileJob& job, bool set_c, std::int64_t mb, std::int64_t nb) {
+  constexpr std::int64_t mr = detail::kMicroRows;
+  const std::int64_t width = round_up(nb, job.micro.cols);
+  const bool stages = set_c && job.shape.k > job.tile_k;
+  if (!stages || width * round_up(mb, mr) <= kMaxStagedFloats) return mb;
+  const std::int64_t fit = kMaxStagedFloats / width / mr * mr;
+  if (fit < kMinStagedBand) return mb;
+  return round_up(ceil_div(mb, ceil_div(mb, fit)), mr);
+}
+
+void run_tile(const TileJob& job, std::int64_t block) {
+  const std::int64_t batch = block / job.tiles_per_batch;
+  const std::int64_t tile = block % job.tiles_per_batch;
+  const std::int64_t i0 = (tile / job.tiles_n) * job.tile_m;
+  const std::int64_t j0 = (tile % job.tiles_n) * job.tile_n;
+  const std::int64_t mb = std::min(job.tile_m, job.shape.m - i0);
+  const std::int64_t nb = std::min(job.tile_n, job.shape.n - j0);
+  const float* a = job.a + batch * job.a_bs;
+  const float* b = job.b + batch * job.b_bs;
+  float* out = job.c + batch * job.c_bs;
+  const std::int64_t ldc = job.ldc;
+
+  // Output starts as beta * bias (or zero); the K blocks accumulate onto it. The first K
+  // block sets it where it can (Note [C set by the first K block]).
+  const bool set_c = job.shape.k > 0 && first_k_sets_c(job);
+  if (!set_c) init_output(out, ldc, job.bias, job.beta, i0, i0 + mb, j0, j0 + nb);
+  if (job.shape.k == 0) {
+    if (job.epilogue != Epilogue::kNone) {
+      apply_epilogue(job.epilogue, out, ldc, i0, i0 + mb, j0, j0 + nb);
+    }
+    return;
+  }
+  const std::int64_t band = staged_band_rows(job, set_c, mb, nb);
+  for (std::int64_t r0 = 0; r0 < mb; r0 += band) {
+    multiply_rows(job, a, b, out, i0 + r0, std::min(band, mb - r0), j0, nb, set_c);
   }
 }
 

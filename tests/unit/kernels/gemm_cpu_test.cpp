@@ -303,6 +303,22 @@ TEST(GemmCpu, PackedMat2GivesTheSameResult) {
   }
 }
 
+// A task whose partial sums outgrow the staging buffer (16 MiB) runs in bands of rows, each
+// through every K block (Note [Staged bands of rows]): 600 x 8192 with two K blocks runs as two
+// bands, with and without a bias, on every ISA.
+TEST(GemmCpu, TasksTallerThanTheStageRunInBands) {
+  at::manual_seed(17);
+  const at::Tensor a = at::rand({600, 128}) * 2 - 1;
+  const at::Tensor b = at::rand({128, 8192}) * 2 - 1;
+  const at::Tensor bias = at::rand({8192}) * 2 - 1;
+  for (const std::string& isa : runnable_isas()) {
+    IsaGuard guard(isa);
+    const LaunchConfig cfg = config(600, 8192, 64, 1);
+    expect_matches(bias, a, b, 1.0F, 1.0F, cfg, isa + " addmm " + cfg.str());
+    expect_matches(at::Tensor(), a, b, 0.0F, 1.0F, cfg, isa + " mm " + cfg.str());
+  }
+}
+
 TEST(GemmCpu, ThreadCountsAgree) {
   at::manual_seed(5);
   const at::Tensor a = at::rand({131, 77});
