@@ -667,6 +667,17 @@ std::int64_t skinny_task_cols(std::int64_t m, std::int64_t n, std::int64_t hw) {
   return cols;
 }
 
+// Note [Shallower K blocks for short tasks]
+// A task of few rows (a transformer's 128 tokens) multiplies each B sliver by few A slivers
+// (11 pairs at 132 rows), so bringing the sliver into L1 is a larger share of its time than in
+// a tall task. K blocks of 128 halve the sliver (16 KiB at nr = 32), which then shares L1 with
+// the A slivers streaming past it and with the next sliver's first lines; the extra K blocks
+// cost one more pass over the staged partial sums each. AVX2's slivers (16 columns) are 16 KiB
+// at a depth of 256 already, and keep it.
+constexpr std::int64_t kShortTaskRows = 192;
+constexpr std::int64_t kShortTaskTileK = 128;
+constexpr std::int64_t kShortTaskSliverBytes = 16 << 10;
+
 // The default tiles for `batch` GEMMs of shape `s` (grid/block not filled).
 LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int64_t hw,
                                 bool skinny_ok) {
@@ -674,7 +685,7 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   // each operand is packed once (Note [CPU GEMM blocking]); K in blocks of 256. Then split
   // tasks until every thread has one: N first while tasks stay at least 256 wide (the other
   // thread packs its own columns of B and re-packs A, the smaller cost for wide shapes), else
-  // M.
+  // M. Tasks of few rows take shallower K blocks (Note [Shallower K blocks for short tasks]).
   const std::int64_t nb = std::max<std::int64_t>(batch, 1);
   constexpr std::int64_t kTileK = 256;
   const std::int64_t m = std::max<std::int64_t>(s.m, 1);
@@ -704,7 +715,9 @@ LaunchConfig default_gemm_point(const GemmShape& s, std::int64_t batch, std::int
   const std::int64_t tn = tile_cols();
   const std::int64_t tiles = nb * ceil_div(s.m, tm) * ceil_div(s.n, tn);
   LaunchConfig point;
-  point.set("tile_m", tm).set("tile_n", tn).set("tile_k", kTileK).set("skinny", 0);
+  const bool deep_slivers = active_micro_kernel().cols * kTileK * 4 > kShortTaskSliverBytes;
+  const std::int64_t tile_k = tm <= kShortTaskRows && deep_slivers ? kShortTaskTileK : kTileK;
+  point.set("tile_m", tm).set("tile_n", tn).set("tile_k", tile_k).set("skinny", 0);
   point.set("split_k", 1).set("micro_n", 0).set("block_m", 0);
   point.set("threads", tiny ? 1 : std::min<std::int64_t>(hw, std::max<std::int64_t>(1, tiles)));
   // Decode shapes (M <= 16): packing B costs as much as the arithmetic, so stream it
