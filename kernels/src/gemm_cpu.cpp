@@ -342,6 +342,17 @@ void multiply_block(const TileJob& job, const float* ap_block, const float* bp_p
   }
 }
 
+// Whether a task's partial sums are staged at all (Note [Partial sums staged]): more than one
+// K block, the first setting C.
+bool stages_partial_sums(const TileJob& job, bool set_c) {
+  return set_c && job.shape.k > job.tile_k;
+}
+
+// The floats of the staged whole micro-tiles of `mb` rows x `nb` columns.
+std::int64_t staged_floats(const TileJob& job, std::int64_t mb, std::int64_t nb) {
+  return round_up(nb, job.micro.cols) * round_up(mb, std::int64_t{detail::kMicroRows});
+}
+
 // Rows [i0, i0 + mb) x columns [j0, j0 + nb) of the output, through every K block: B's
 // panel packed once per K block, A per block of rows (Note [CPU GEMM blocking]). `set_c`:
 // the first K block sets the output (Note [C set by the first K block]).
@@ -357,8 +368,8 @@ void multiply_rows(const TileJob& job, const float* a, const float* b, float* ou
   if (buf.a.size() < a_need) buf.a.resize(a_need);
   if (buf.b.size() < b_need) buf.b.resize(b_need);
   // Note [Partial sums staged]: the buffer holds every whole micro-tile of the rows.
-  const auto stage_floats = round_up(nb, nr) * round_up(mb, detail::kMicroRows);
-  const bool staging = set_c && job.shape.k > job.tile_k && stage_floats <= kMaxStagedFloats;
+  const std::int64_t stage_floats = staged_floats(job, mb, nb);
+  const bool staging = stages_partial_sums(job, set_c) && stage_floats <= kMaxStagedFloats;
   if (staging && buf.stage.size() < static_cast<std::size_t>(stage_floats)) {
     buf.stage.resize(static_cast<std::size_t>(stage_floats));
   }
@@ -405,10 +416,10 @@ constexpr std::int64_t kMinStagedBand = 256;
 // where it is staged whole, where nothing is staged, or where bands would be too short.
 std::int64_t staged_band_rows(const TileJob& job, bool set_c, std::int64_t mb, std::int64_t nb) {
   constexpr std::int64_t mr = detail::kMicroRows;
-  const std::int64_t width = round_up(nb, job.micro.cols);
-  const bool stages = set_c && job.shape.k > job.tile_k;
-  if (!stages || width * round_up(mb, mr) <= kMaxStagedFloats) return mb;
-  const std::int64_t fit = kMaxStagedFloats / width / mr * mr;
+  if (!stages_partial_sums(job, set_c) || staged_floats(job, mb, nb) <= kMaxStagedFloats) {
+    return mb;
+  }
+  const std::int64_t fit = kMaxStagedFloats / round_up(nb, job.micro.cols) / mr * mr;
   if (fit < kMinStagedBand) return mb;
   return round_up(ceil_div(mb, ceil_div(mb, fit)), mr);
 }
