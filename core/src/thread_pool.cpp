@@ -1,4 +1,5 @@
 #include <ka/core/cpu_cores.hpp>
+#include <ka/core/spin.hpp>
 #include <ka/core/thread_pool.hpp>
 
 #include <algorithm>
@@ -72,12 +73,6 @@ void ThreadPool::run_indices() {
 // sleeps; a caller whose last blocks are still running on workers spins the same way before
 // it sleeps. The spins are bounded, so an idle pool costs no CPU.
 constexpr int kSpinIterations = 20000;
-
-inline void pause_hint() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 void ThreadPool::worker_loop(int worker_index) {
   t_inside_pool = true;

@@ -8,6 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -389,6 +393,76 @@ TEST(CpuExecutor, LightIndependentTasksWakeNoThreadHeavyOnesMeet) {
   for (const auto& b : big) heavy.push_back(meeting_one(m, b));
   ex.run_batch(std::move(heavy));
   EXPECT_TRUE(met.load());
+}
+
+
+// Note [Spinning before sleeping]: whatever the spin, a thread that stops spinning just as
+// work appears or the last task finishes is not left asleep. Hand-offs by the thousand, with
+// spins of no time (the window is widest), a microsecond and the default: a meeting task
+// needs every thread woken, and wait_all must see the end. A lost wake-up would hang; the
+// watchdog turns that into a failure.
+// Fails the test (and aborts: a hung executor cannot be destroyed) if it is not destroyed
+// within `limit`.
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::seconds limit)
+      : thread_([this, limit] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!cv_.wait_for(lock, limit, [&] { return done_; })) {
+            ADD_FAILURE() << "still running after " << limit.count() << " s: a hand-off was lost";
+            std::fflush(nullptr);
+            std::abort();
+          }
+        }) {}
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+TEST(CpuExecutor, NoHandOffIsLostWhateverTheSpin) {
+  const Watchdog watchdog(std::chrono::seconds(120));
+  for (const auto spin : {std::chrono::microseconds{0}, std::chrono::microseconds{1},
+                          CpuExecutor::kDefaultSpin}) {
+    for (int threads : {2, 3}) {
+      CpuExecutor ex(threads, spin);
+      std::vector<float> x(1, 0.0F);
+      for (int round = 0; round < 1500; ++round) {
+        std::atomic<int> clock{0};
+        Stamps st;
+        std::atomic<int> arrived{0};
+        std::atomic<bool> met{true};
+        const Meeting meeting{&arrived, threads, &met};
+        std::vector<KernelTask> batch;
+        batch.push_back(probe_task({&clock, &st.start, &st.end, &x, static_cast<float>(round), 0},
+                                   1, 1, {range_of(x, Access::kWrite)}, "write"));
+        KernelTask meet = meeting_task(meeting);
+        meet.ranges = {range_of(x, Access::kRead)};
+        batch.push_back(std::move(meet));
+        if (round % 2 == 0) {
+          ex.run_batch(std::move(batch));
+        } else {
+          ex.submit_batch(std::move(batch));
+          ex.wait_all();
+        }
+        ASSERT_TRUE(met.load()) << "spin " << spin.count() << " us, " << threads
+                                << " threads, round " << round;
+        ASSERT_EQ(x[0], static_cast<float>(round));
+      }
+    }
+  }
 }
 
 

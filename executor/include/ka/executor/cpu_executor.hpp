@@ -3,6 +3,8 @@
 
 #include <ka/executor/kernel_task.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -34,11 +36,16 @@ namespace ka::executor {
 ///   ex.wait_all();                       // rethrows the first error of any task
 class CpuExecutor {
  public:
+  static constexpr std::chrono::microseconds kDefaultSpin{100};
+
   /// `threads` threads in all (the waiting caller plus threads-1 workers); <= 0 means the CPU
   /// kernels' thread limit when the executor is made (kernels::cpu_thread_limit(): every
   /// logical core unless KA_NUM_THREADS or set_cpu_thread_limit says fewer), so that
   /// `ka-bench --threads N` caps graph runs as it caps each kernel.
-  explicit CpuExecutor(int threads = 0);
+  ///
+  /// `spin`: how long a thread with nothing to run spins before it sleeps (Note [Spinning
+  /// before sleeping]); kDefaultSpin unless a test wants another.
+  explicit CpuExecutor(int threads = 0, std::chrono::microseconds spin = kDefaultSpin);
   ~CpuExecutor();
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
@@ -96,6 +103,11 @@ class CpuExecutor {
   void wait_all_locked(std::unique_lock<std::mutex>& lock);
   // Blocks in wait or wait_all until a task finishes or help is wanted. mutex_ held.
   void sleep_waiting_locked(std::unique_lock<std::mutex>& lock);
+  // Spins with mutex_ released until progress_ moves or the spin's budget has passed; returns
+  // whether it moved. See Note [Spinning before sleeping]. mutex_ held on entry and exit.
+  bool spin_for_progress(std::unique_lock<std::mutex>& lock);
+  // Counts one change a spinning thread may act on. mutex_ held.
+  void note_progress_locked() { progress_.fetch_add(1, std::memory_order_release); }
   // Blocks another thread could claim now, counted up to at_most; with light_counts_one, one
   // where all of them are light (Note [Light ready work]). mutex_ held.
   int ready_slots_locked(int at_most, bool light_counts_one) const;
@@ -148,6 +160,10 @@ class CpuExecutor {
   int sleeping_waiters_ = 0;  // in done_cv_.wait (wait, wait_all)
   int id_waiters_ = 0;        // threads in wait(id)
   bool stop_ = false;
+  // Bumped under mutex_ whenever a task becomes ready or finishes, or the executor stops;
+  // read without it by spinning threads (Note [Spinning before sleeping]).
+  std::atomic<std::uint64_t> progress_{0};
+  std::chrono::microseconds spin_;
 };
 
 }  // namespace ka::executor
