@@ -289,8 +289,10 @@ GraphInput graph_input(const std::string& path, const std::string& name, const Y
   shape.reset(node);
   if (node.IsMap()) {
     check_keys(path, node, {"shape", "fill", "dtype", "range"}, "an input");
-    shape.reset(node["shape"]);
-    if (!shape) fail(path, node.Mark(), "input '" + name + "' has no 'shape'");
+    // Checked before reset(): a key the map lacks is an invalid node, which reset() throws on.
+    const YAML::Node given = node["shape"];
+    if (!given) fail(path, node.Mark(), "input '" + name + "' has no 'shape'");
+    shape.reset(given);
     if (node["fill"]) in.fill = parse_fill(path, node["fill"], name);
     if (node["dtype"]) in.dtype = parse_input_dtype(path, node["dtype"], name);
     if (node["range"]) {
