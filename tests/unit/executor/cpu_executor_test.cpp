@@ -396,11 +396,6 @@ TEST(CpuExecutor, LightIndependentTasksWakeNoThreadHeavyOnesMeet) {
 }
 
 
-// Note [Spinning before sleeping]: whatever the spin, a thread that stops spinning just as
-// work appears or the last task finishes is not left asleep. Hand-offs by the thousand, with
-// spins of no time (the window is widest), a microsecond and the default: a meeting task
-// needs every thread woken, and wait_all must see the end. A lost wake-up would hang; the
-// watchdog turns that into a failure.
 // Fails the test (and aborts: a hung executor cannot be destroyed) if it is not destroyed
 // within `limit`.
 class Watchdog {
@@ -432,6 +427,11 @@ class Watchdog {
   std::thread thread_;
 };
 
+// Note [Spinning before sleeping]: whatever the spin, a thread that stops spinning just as
+// work appears or the last task finishes is not left asleep. Hand-offs by the thousand, with
+// spins of no time (the window is widest), a microsecond and the default: a meeting task
+// needs every thread woken, and wait_all must see the end. A lost wake-up would hang; the
+// watchdog turns that into a failure.
 TEST(CpuExecutor, NoHandOffIsLostWhateverTheSpin) {
   const Watchdog watchdog(std::chrono::seconds(120));
   for (const auto spin : {std::chrono::microseconds{0}, std::chrono::microseconds{1},
